@@ -1,0 +1,211 @@
+import { spawn } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { access, mkdir, readFile, rename, rm, writeFile, copyFile, readdir } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { artifactPaths, cacheRoot, versions } from './versions.ts';
+
+const kubernetesStagingModules = [
+  'api', 'apiextensions-apiserver', 'apimachinery', 'apiserver', 'cli-runtime', 'client-go', 'cloud-provider',
+  'cluster-bootstrap', 'code-generator', 'component-base', 'component-helpers', 'controller-manager', 'cri-api',
+  'cri-client', 'csi-translation-lib', 'dynamic-resource-allocation', 'endpointslice', 'externaljwt', 'kms',
+  'kube-aggregator', 'kube-controller-manager', 'kube-proxy', 'kube-scheduler', 'kubectl', 'kubelet', 'metrics',
+  'mount-utils', 'pod-security-admission', 'sample-apiserver', 'sample-cli-plugin', 'sample-controller',
+];
+
+const kubernetesCommands = ['kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kubectl'];
+
+/** Istio kinds the operator writes or a user may reference; the rest of Istio's CRDs are not needed. */
+const istioKinds = new Set(['VirtualService', 'DestinationRule', 'Gateway']);
+
+/** The kwok stage files (from the kwok module) the local stack runs with. */
+const kwokStageFiles = [
+  'node/fast/node-initialize.yaml',
+  'node/heartbeat/node-heartbeat.yaml',
+  'pod/general/pod-create.yaml',
+  'pod/general/pod-init-container-running.yaml',
+  'pod/general/pod-init-container-completed.yaml',
+  'pod/general/pod-ready.yaml',
+  'pod/general/pod-complete.yaml',
+  'pod/general/pod-delete.yaml',
+];
+
+interface Component {
+  name: string;
+  outputs: string[];
+  build(log: Logger): Promise<void>;
+}
+
+type Logger = (chunk: string) => void;
+
+async function exists(path: string): Promise<boolean> {
+  try {
+    await access(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function run(cmd: string, args: string[], opts: { cwd?: string; env?: Record<string, string> }, log: Logger): Promise<string> {
+  log(`$ ${cmd} ${args.join(' ')}\n`);
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, {
+      cwd: opts.cwd,
+      env: { ...process.env, CGO_ENABLED: '0', GOFLAGS: '-trimpath', ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    child.stdout.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      log(d.toString());
+    });
+    child.stderr.on('data', (d: Buffer) => log(d.toString()));
+    child.on('error', (err) => reject(new Error(`${cmd}: ${err.message}`)));
+    child.on('close', (code) => {
+      if (code === 0) resolve(stdout);
+      else reject(new Error(`${cmd} ${args.slice(0, 2).join(' ')} exited with ${code}`));
+    });
+  });
+}
+
+async function moduleDir(module: string, version: string, log: Logger): Promise<string> {
+  const out = await run('go', ['mod', 'download', '-json', `${module}@${version}`], { cwd: cacheRoot() }, log);
+  const info = JSON.parse(out) as { Dir?: string; Error?: string };
+  if (!info.Dir) throw new Error(`go mod download ${module}@${version}: ${info.Error ?? 'no Dir'}`);
+  return info.Dir;
+}
+
+function components(): Component[] {
+  const root = cacheRoot();
+  const paths = artifactPaths(root);
+  return [
+    {
+      name: `temporal CLI ${versions.temporalCli} (dev server + UI)`,
+      outputs: [paths.temporal],
+      async build(log) {
+        const staging = `${dirname(paths.temporal)}.tmp`;
+        await rm(staging, { recursive: true, force: true });
+        await run('go', ['install', `github.com/temporalio/cli/cmd/temporal@${versions.temporalCli}`], { env: { GOBIN: staging } }, log);
+        await rm(dirname(paths.temporal), { recursive: true, force: true });
+        await rename(staging, dirname(paths.temporal));
+      },
+    },
+    {
+      name: `etcd ${versions.etcd}`,
+      outputs: [paths.etcd],
+      async build(log) {
+        const src = join(root, 'src', `etcd-${versions.etcd}`);
+        await mkdir(src, { recursive: true });
+        await writeFile(join(src, 'go.mod'), `module local/etcd-build\n\ngo 1.25\n\nrequire go.etcd.io/etcd/server/v3 ${versions.etcd}\n`);
+        await writeFile(join(src, 'tools.go'), '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n');
+        await run('go', ['mod', 'tidy'], { cwd: src }, log);
+        await run('go', ['build', '-o', `${paths.etcd}.tmp`, 'go.etcd.io/etcd/server/v3'], { cwd: src }, log);
+        await rename(`${paths.etcd}.tmp`, paths.etcd);
+      },
+    },
+    {
+      name: `kwok ${versions.kwok} and its stages`,
+      outputs: [paths.kwok, ...kwokStageFiles.map((f) => join(paths.kwokStages, f.replaceAll('/', '_')))],
+      async build(log) {
+        const out = dirname(paths.kwok);
+        const staging = `${out}.tmp`;
+        await rm(staging, { recursive: true, force: true });
+        await run('go', ['install', `sigs.k8s.io/kwok/cmd/kwok@${versions.kwok}`], { env: { GOBIN: staging } }, log);
+        // v0.8.0 ships no default stages in the binary; they live in the module's kustomize folder.
+        const dir = await moduleDir('sigs.k8s.io/kwok', versions.kwok, log);
+        await mkdir(join(staging, 'stages'), { recursive: true });
+        for (const f of kwokStageFiles) await copyFile(join(dir, 'kustomize', 'stage', f), join(staging, 'stages', f.replaceAll('/', '_')));
+        await rm(out, { recursive: true, force: true });
+        await rename(staging, out);
+      },
+    },
+    {
+      name: `Istio networking CRDs from istio.io/api ${versions.istioApi}`,
+      outputs: [paths.istioCrds],
+      async build(log) {
+        const dir = await moduleDir('istio.io/api', versions.istioApi, log);
+        const all = await readFile(join(dir, 'kubernetes', 'customresourcedefinitions.gen.yaml'), 'utf8');
+        const docs = parseAllDocuments(all).filter((d) => istioKinds.has(String(d.getIn(['spec', 'names', 'kind']))));
+        if (docs.length !== istioKinds.size) throw new Error(`expected ${istioKinds.size} Istio CRDs, found ${docs.length}`);
+        await mkdir(dirname(paths.istioCrds), { recursive: true });
+        await writeFile(paths.istioCrds, docs.map((d) => d.toString()).join('---\n'));
+      },
+    },
+    {
+      name: `kubernetes ${versions.kubernetes} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)`,
+      outputs: [paths.kubeApiserver, paths.kubeControllerManager, paths.kubeScheduler, paths.kubectl],
+      async build(log) {
+        const src = join(root, 'src', `kubernetes-${versions.kubernetes}`);
+        await mkdir(src, { recursive: true });
+        const replaces = kubernetesStagingModules.map((m) => `\tk8s.io/${m} => k8s.io/${m} ${versions.kubernetesStaging}`).join('\n');
+        await writeFile(join(src, 'go.mod'), [
+          'module local/kubernetes-build', '', 'go 1.25', '',
+          // k/k's own go.mod pins this; without it the binaries change behaviour under newer Go defaults.
+          'godebug default=go1.25', '',
+          `require k8s.io/kubernetes ${versions.kubernetes}`, '',
+          `replace (\n${replaces}\n)`, '',
+        ].join('\n'));
+        await writeFile(join(src, 'tools.go'), `//go:build tools\n\npackage tools\n\nimport (\n${kubernetesCommands.map((c) => `\t_ "k8s.io/kubernetes/cmd/${c}"`).join('\n')}\n)\n`);
+        await run('go', ['mod', 'tidy'], { cwd: src }, log);
+        const [major, minor] = versions.kubernetes.slice(1).split('.');
+        const ldflags = [
+          `-X k8s.io/component-base/version.gitVersion=${versions.kubernetes}`,
+          `-X k8s.io/component-base/version.gitMajor=${major}`,
+          `-X k8s.io/component-base/version.gitMinor=${minor}`,
+          '-s -w',
+        ].join(' ');
+        const out = dirname(paths.kubeApiserver);
+        const staging = `${out}.tmp`;
+        await rm(staging, { recursive: true, force: true });
+        await mkdir(staging, { recursive: true });
+        await run('go', ['build', '-ldflags', ldflags, '-o', `${staging}/`, ...kubernetesCommands.map((c) => `k8s.io/kubernetes/cmd/${c}`)], { cwd: src }, log);
+        await rm(out, { recursive: true, force: true });
+        await rename(staging, out);
+      },
+    },
+  ];
+}
+
+/** Builds every missing stack component into the cache, printing progress and timings; throws naming the one that failed. */
+export async function buildAll(opts: { force?: boolean; print?: (line: string) => void } = {}): Promise<void> {
+  const print = opts.print ?? ((line: string) => console.log(line));
+  const root = cacheRoot();
+  await mkdir(join(root, 'logs'), { recursive: true });
+  const started = Date.now();
+  for (const c of components()) {
+    const present = (await Promise.all(c.outputs.map(exists))).every(Boolean);
+    if (present && !opts.force) {
+      print(`  cached   ${c.name}`);
+      continue;
+    }
+    const logFile = join(root, 'logs', `build-${c.name.split(' ')[0]!.toLowerCase()}.log`);
+    const stream = createWriteStream(logFile);
+    print(`  building ${c.name} (log: ${logFile})`);
+    const t0 = Date.now();
+    try {
+      await c.build((chunk) => stream.write(chunk));
+    } catch (err) {
+      stream.end();
+      const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-25).join('\n');
+      throw new Error(`building ${c.name} failed: ${(err as Error).message}\n--- last lines of ${logFile} ---\n${tail}`, { cause: err });
+    }
+    stream.end();
+    print(`  built    ${c.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  }
+  print(`stack build done in ${((Date.now() - started) / 1000).toFixed(0)} s; cache: ${root}`);
+}
+
+/** Throws with the command to run when some artifact is missing. */
+export async function assertBuilt(): Promise<void> {
+  const missing: string[] = [];
+  for (const c of components()) {
+    for (const o of c.outputs) if (!(await exists(o))) missing.push(o);
+  }
+  if (missing.length) throw new Error(`local stack is not built (missing ${missing.join(', ')}); run: npm run stack -- build`);
+}
+
+/** Lists the files of the kwok stage folder. */
+export async function kwokStageFilesIn(dir: string): Promise<string[]> {
+  return (await readdir(dir)).filter((f) => f.endsWith('.yaml')).map((f) => join(dir, f));
+}

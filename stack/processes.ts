@@ -1,0 +1,119 @@
+import { spawn } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createServer } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+/** How to (re)start one server of the stack; kept in the state file so any process can restart it. */
+export interface ServerSpec {
+  name: string;
+  command: string;
+  args: string[];
+  log: string;
+  ports: number[];
+}
+
+/** Starts a server detached from this process (it outlives a test runner or the CLI), logging to its file. */
+export function startDetached(spec: ServerSpec): number {
+  const fd = openSync(spec.log, 'a');
+  try {
+    const child = spawn(spec.command, spec.args, { detached: true, stdio: ['ignore', fd, fd] });
+    child.unref();
+    if (child.pid === undefined) throw new Error(`could not start ${spec.name} (${spec.command})`);
+    return child.pid;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** True when pid is alive and is still the program we started (pids get reused). */
+export function isOurs(pid: number | undefined, command: string): boolean {
+  if (!pid) return false;
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    if (cmdline.length === 0) return false;
+    return cmdline.split('\0')[0] === command;
+  } catch {
+    return false;
+  }
+}
+
+/** Stops a server we started: the signal to its process group, then SIGKILL after the grace period. */
+export async function stopPid(pid: number, command: string, signal: NodeJS.Signals = 'SIGTERM', graceMs = 10_000): Promise<void> {
+  if (!isOurs(pid, command)) return;
+  const kill = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        // already gone
+      }
+    }
+  };
+  kill(signal);
+  const deadline = Date.now() + graceMs;
+  while (isOurs(pid, command) && Date.now() < deadline) await sleep(100);
+  if (isOurs(pid, command)) {
+    kill('SIGKILL');
+    while (isOurs(pid, command)) await sleep(50);
+  }
+}
+
+/** Resolves when nothing listens on 127.0.0.1:port, else rejects naming the port. */
+export function assertPortFree(port: number, what: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', () => reject(new Error(`port ${port} on 127.0.0.1 (for ${what}) is already in use; stop what uses it or pick other ports`)));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve()));
+  });
+}
+
+/** A free TCP port on 127.0.0.1, from the kernel. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls check() until it returns true; fails early with the log tail when the server died, or on timeout. */
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  opts: { timeoutMs: number; pid?: number; command?: string; log?: string },
+): Promise<void> {
+  const deadline = Date.now() + opts.timeoutMs;
+  let lastError = '';
+  for (;;) {
+    try {
+      if (await check()) return;
+    } catch (err) {
+      lastError = (err as Error).message;
+    }
+    if (opts.pid !== undefined && opts.command && !isOurs(opts.pid, opts.command)) {
+      throw new Error(`${what} exited during start-up.${await logTail(opts.log)}`);
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`${what} not ready after ${opts.timeoutMs / 1000} s${lastError ? ` (last error: ${lastError})` : ''}.${await logTail(opts.log)}`);
+    }
+    await sleep(250);
+  }
+}
+
+async function logTail(log: string | undefined): Promise<string> {
+  if (!log) return '';
+  const text = await readFile(log, 'utf8').catch(() => '');
+  return `\n--- last lines of ${log} ---\n${text.split('\n').slice(-20).join('\n')}`;
+}

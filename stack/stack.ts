@@ -1,0 +1,422 @@
+import { execFile } from 'node:child_process';
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { request } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
+import { searchAttributeFlags } from '../workflows/search-attributes.ts';
+import { assertBuilt } from './build.ts';
+import { ensurePki, type Pki } from './pki.ts';
+import { assertPortFree, freePort, isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
+import { artifactPaths, type ArtifactPaths } from './versions.ts';
+
+const exec = promisify(execFile);
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** Ports of the stack's servers, all on 127.0.0.1. */
+export interface StackPorts {
+  etcd: number;
+  etcdPeer: number;
+  apiserver: number;
+  scheduler: number;
+  kwok: number;
+  temporal: number;
+  temporalUi: number;
+  temporalHttp: number;
+  temporalMetrics: number;
+}
+
+/** The fixed ports of `npm run stack -- up` (tests take free ones instead). */
+export const defaultPorts: StackPorts = {
+  etcd: 23790, etcdPeer: 23800, apiserver: 26443, scheduler: 26459, kwok: 26470,
+  temporal: 27233, temporalUi: 28233, temporalHttp: 27243, temporalMetrics: 27253,
+};
+
+/** Start order; stop order is the reverse. */
+export const serverNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'temporal'] as const;
+export type ServerName = (typeof serverNames)[number];
+
+/** What `up` writes to <stateDir>/stack.json, enough for any process to use or restart the stack. */
+export interface StackInfo {
+  stateDir: string;
+  kubeconfig: string;
+  apiserverUrl: string;
+  temporalAddress: string;
+  temporalNamespace: string;
+  temporalUiUrl: string;
+  ports: StackPorts;
+  headless: boolean;
+  servers: Record<ServerName, ServerSpec & { pid?: number }>;
+}
+
+export interface UpOptions {
+  stateDir: string;
+  ports?: StackPorts | 'free';
+  nodes?: number;
+  headless?: boolean;
+  /** kwok's delay before a pod is scheduled/ready/deleted, in ms (upstream default is 1-6 s). */
+  podDelayMs?: number;
+  print?: (line: string) => void;
+}
+
+/** The image whose pods kwok keeps Running but never Ready (a bad canary in tests and demos). */
+export const unreadyImage = 'registry.invalid/app:unready';
+
+const stateFile = (stateDir: string) => join(stateDir, 'stack.json');
+
+/** Reads the state of a stack started by `up`, or null. */
+export async function readStack(stateDir: string): Promise<StackInfo | null> {
+  try {
+    return JSON.parse(await readFile(stateFile(stateDir), 'utf8')) as StackInfo;
+  } catch {
+    return null;
+  }
+}
+
+async function saveStack(info: StackInfo): Promise<void> {
+  await writeFile(stateFile(info.stateDir), JSON.stringify(info, null, 2));
+}
+
+async function allocatePorts(ports: UpOptions['ports']): Promise<StackPorts> {
+  if (ports && ports !== 'free') return ports;
+  if (!ports) return defaultPorts;
+  const out = {} as Record<keyof StackPorts, number>;
+  const taken = new Set<number>();
+  for (const key of Object.keys(defaultPorts) as (keyof StackPorts)[]) {
+    let p = await freePort();
+    while (taken.has(p)) p = await freePort();
+    taken.add(p);
+    out[key] = p;
+  }
+  return out;
+}
+
+function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackPorts, kubeconfig: string, headless: boolean): Record<ServerName, ServerSpec> {
+  const logs = join(stateDir, 'logs');
+  const etcdUrl = `http://127.0.0.1:${ports.etcd}`;
+  const peerUrl = `http://127.0.0.1:${ports.etcdPeer}`;
+  return {
+    etcd: {
+      name: 'etcd', command: a.etcd, log: join(logs, 'etcd.log'), ports: [ports.etcd, ports.etcdPeer],
+      args: [
+        '--name=local', `--data-dir=${join(stateDir, 'etcd')}`,
+        `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=${peerUrl}`, `--initial-advertise-peer-urls=${peerUrl}`, `--initial-cluster=local=${peerUrl}`,
+        // A throwaway test store: skipping fsync is what envtest does and keeps a 2-core machine responsive.
+        '--unsafe-no-fsync=true', '--quota-backend-bytes=8589934592', '--log-level=warn',
+      ],
+    },
+    'kube-apiserver': {
+      name: 'kube-apiserver', command: a.kubeApiserver, log: join(logs, 'kube-apiserver.log'), ports: [ports.apiserver],
+      args: [
+        `--etcd-servers=${etcdUrl}`, `--cert-dir=${join(stateDir, 'apiserver')}`,
+        `--tls-cert-file=${pki.servingCert}`, `--tls-private-key-file=${pki.servingKey}`, `--client-ca-file=${pki.caCert}`,
+        `--secure-port=${ports.apiserver}`, '--bind-address=127.0.0.1', '--advertise-address=127.0.0.1',
+        '--service-cluster-ip-range=10.0.0.0/24', '--allow-privileged=true', '--authorization-mode=RBAC',
+        '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+        `--service-account-key-file=${pki.serviceAccountPub}`, `--service-account-signing-key-file=${pki.serviceAccountKey}`,
+        // No kubelet mounts tokens here, and nothing would lift the not-ready taint from kwok's nodes.
+        '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
+        '--max-requests-inflight=800', '--max-mutating-requests-inflight=400', '--profiling=false', '--v=0',
+      ],
+    },
+    'kube-controller-manager': {
+      name: 'kube-controller-manager', command: a.kubeControllerManager, log: join(logs, 'kube-controller-manager.log'), ports: [],
+      args: [
+        `--kubeconfig=${kubeconfig}`,
+        '--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,horizontal-pod-autoscaler-controller,namespace-controller,persistentvolumeclaim-protection-controller,endpointslice-controller',
+        '--use-service-account-credentials=false', '--leader-elect=false', '--secure-port=0',
+        '--kube-api-qps=200', '--kube-api-burst=400', '--concurrent-deployment-syncs=10', '--concurrent-replicaset-syncs=10',
+        '--concurrent-gc-syncs=40', '--horizontal-pod-autoscaler-sync-period=5s', '--v=0',
+      ],
+    },
+    'kube-scheduler': {
+      name: 'kube-scheduler', command: a.kubeScheduler, log: join(logs, 'kube-scheduler.log'), ports: [ports.scheduler],
+      args: [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${ports.scheduler}`,
+        `--authentication-kubeconfig=${kubeconfig}`, `--authorization-kubeconfig=${kubeconfig}`, '--v=0'],
+    },
+    kwok: {
+      name: 'kwok', command: a.kwok, log: join(logs, 'kwok.log'), ports: [ports.kwok],
+      args: [`--kubeconfig=${kubeconfig}`, '--manage-all-nodes=true', `--config=${join(stateDir, 'kwok.yaml')}`,
+        `--server-address=127.0.0.1:${ports.kwok}`, '--node-ip=10.1.0.1', '--cidr=10.244.0.0/16'],
+    },
+    temporal: {
+      name: 'temporal', command: a.temporal, log: join(logs, 'temporal.log'),
+      ports: [ports.temporal, ports.temporalUi, ports.temporalHttp, ports.temporalMetrics],
+      args: [
+        'server', 'start-dev', '--ip=127.0.0.1', `--port=${ports.temporal}`, '--ui-ip=127.0.0.1', `--ui-port=${ports.temporalUi}`,
+        `--http-port=${ports.temporalHttp}`, `--metrics-port=${ports.temporalMetrics}`,
+        `--db-filename=${join(stateDir, 'temporal.db')}`, '--namespace=default', '--log-level=warn',
+        ...searchAttributeFlags(),
+        ...(headless ? ['--headless'] : []),
+      ],
+    },
+  };
+}
+
+function kubeconfigYaml(pki: { ca: string; cert: string; key: string }, server: string): string {
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  return stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'local',
+    clusters: [{ name: 'local', cluster: { server, 'certificate-authority-data': b64(pki.ca) } }],
+    users: [{ name: 'admin', user: { 'client-certificate-data': b64(pki.cert), 'client-key-data': b64(pki.key) } }],
+    contexts: [{ name: 'local', context: { cluster: 'local', user: 'admin', namespace: 'default' } }],
+  });
+}
+
+interface KwokStage {
+  metadata: { name: string };
+  spec: {
+    resourceRef: { kind: string };
+    selector: { matchExpressions: { key: string; operator: string; values?: string[] }[] };
+    delay?: Record<string, unknown>;
+  };
+}
+
+/** kwok's stages: upstream's node/pod lifecycle with our delays, plus one that keeps the marked image unready. */
+async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: number): Promise<void> {
+  const { kwokStageFilesIn } = await import('./build.ts');
+  const docs: unknown[] = [];
+  for (const file of await kwokStageFilesIn(a.kwokStages)) {
+    for (const doc of parseAllDocuments(await readFile(file, 'utf8'))) {
+      const stage = doc.toJS() as KwokStage;
+      if (stage.spec.resourceRef.kind === 'Pod') {
+        // Upstream waits 1-6 s per pod transition and deletes pods only at their grace deadline; tests need seconds.
+        stage.spec.delay = { durationMilliseconds: podDelayMs, jitterDurationMilliseconds: podDelayMs * 2 };
+        if (stage.metadata.name === 'pod-ready') {
+          stage.spec.selector.matchExpressions.push({ key: '.spec.containers.[].image', operator: 'NotIn', values: [unreadyImage] });
+        }
+      }
+      docs.push(stage);
+    }
+  }
+  docs.push({
+    apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name: 'pod-running-unready' },
+    spec: {
+      resourceRef: { apiGroup: 'v1', kind: 'Pod' },
+      selector: {
+        matchExpressions: [
+          { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
+          { key: '.status.phase', operator: 'In', values: ['Pending'] },
+          { key: '.status.conditions.[] | select( .type == "Initialized" ) | .status', operator: 'In', values: ['True'] },
+          { key: '.spec.containers.[].image', operator: 'In', values: [unreadyImage] },
+        ],
+      },
+      delay: { durationMilliseconds: podDelayMs, jitterDurationMilliseconds: podDelayMs * 2 },
+      next: {
+        statusTemplate: [
+          '{{ $now := Now }}',
+          'conditions:',
+          '- {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}',
+          '- {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}',
+          'containerStatuses:',
+          '{{ range .spec.containers }}',
+          '- {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: true, restartCount: 0, state: {running: {startedAt: {{ $now | Quote }}}}}',
+          '{{ end }}',
+          'phase: Running',
+          'startTime: {{ $now | Quote }}',
+        ].join('\n'),
+      },
+    },
+  });
+  await writeFile(join(stateDir, 'kwok.yaml'), docs.map((d) => stringify(d)).join('---\n'));
+}
+
+function httpsGet(url: string, pki: PemPki): Promise<{ status: number; body: string }> {
+  return new Promise((res, rej) => {
+    const req = request(url, {
+      ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem, timeout: 3000,
+    } as Parameters<typeof request>[1], (r) => {
+      let body = '';
+      r.on('data', (d: Buffer) => (body += d.toString()));
+      r.on('end', () => res({ status: r.statusCode ?? 0, body }));
+    });
+    req.on('error', rej);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
+function httpGet(url: string): Promise<{ status: number; body: string }> {
+  return new Promise((res, rej) => {
+    const req = httpRequest(url, { timeout: 3000 }, (r) => {
+      let body = '';
+      r.on('data', (d: Buffer) => (body += d.toString()));
+      r.on('end', () => res({ status: r.statusCode ?? 0, body }));
+    });
+    req.on('error', rej);
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.end();
+  });
+}
+
+/** Runs the cached kubectl against the stack. */
+export async function kubectl(info: Pick<StackInfo, 'kubeconfig'>, args: string[], input?: string): Promise<string> {
+  const a = artifactPaths();
+  return new Promise((res, rej) => {
+    const child = execFile(a.kubectl, [`--kubeconfig=${info.kubeconfig}`, ...args], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      if (err) rej(new Error(`kubectl ${args.join(' ')}: ${stderr || err.message}`));
+      else res(stdout);
+    });
+    if (input !== undefined) child.stdin?.end(input);
+  });
+}
+
+type PemPki = Pki & { caCertPem: string; adminCertPem: string; adminKeyPem: string };
+
+async function loadPki(stateDir: string): Promise<PemPki> {
+  const pki = await ensurePki(join(stateDir, 'pki'));
+  return {
+    ...pki,
+    caCertPem: await readFile(pki.caCert, 'utf8'),
+    adminCertPem: await readFile(pki.adminCert, 'utf8'),
+    adminKeyPem: await readFile(pki.adminKey, 'utf8'),
+  };
+}
+
+/** Starts one server of a stack (if not already running) and waits until it serves. */
+export async function startServer(info: StackInfo, name: ServerName, print: (l: string) => void = () => {}): Promise<void> {
+  const spec = info.servers[name];
+  if (isOurs(spec.pid, spec.command)) return;
+  for (const port of spec.ports) await assertPortFree(port, name);
+  const t0 = Date.now();
+  const pid = startDetached(spec);
+  spec.pid = pid;
+  await saveStack(info);
+  const pki = await loadPki(info.stateDir);
+  const opts = { pid, command: spec.command, log: spec.log };
+  switch (name) {
+    case 'etcd':
+      await waitFor('etcd', async () => (await httpGet(`http://127.0.0.1:${info.ports.etcd}/health`)).body.includes('"health":"true"'), { ...opts, timeoutMs: 60_000 });
+      break;
+    case 'kube-apiserver':
+      await waitFor('kube-apiserver', async () => (await httpsGet(`${info.apiserverUrl}/readyz`, pki)).status === 200, { ...opts, timeoutMs: 120_000 });
+      break;
+    case 'kube-scheduler':
+      await waitFor('kube-scheduler', async () => {
+        const r = await new Promise<number>((res, rej) => {
+          const req = request(`https://127.0.0.1:${info.ports.scheduler}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (resp) => {
+            resp.resume();
+            res(resp.statusCode ?? 0);
+          });
+          req.on('error', rej);
+          req.end();
+        });
+        return r === 200;
+      }, { ...opts, timeoutMs: 60_000 });
+      break;
+    case 'temporal':
+      await waitFor('temporal dev server', async () => {
+        const { stdout } = await exec(spec.command, ['operator', 'cluster', 'health', `--address=${info.temporalAddress}`], { timeout: 5000 });
+        return stdout.includes('SERVING');
+      }, { ...opts, timeoutMs: 120_000 });
+      break;
+    default:
+      // The controller manager and kwok have no cheap health endpoint here; the checks in up() (nodes Ready) cover kwok.
+      await waitFor(name, () => Promise.resolve(Date.now() - t0 > 1000), { ...opts, timeoutMs: 10_000 });
+  }
+  print(`  ${name} up (pid ${pid}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+}
+
+/** Stops one server by the pid we recorded (SIGKILL simulates a crash). */
+export async function stopServer(info: StackInfo, name: ServerName, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  const spec = info.servers[name];
+  if (spec.pid) await stopPid(spec.pid, spec.command, signal);
+  delete spec.pid;
+  await saveStack(info);
+}
+
+function nodeManifest(i: number) {
+  const capacity = { cpu: '256', memory: '1Ti', pods: '5000' };
+  return {
+    apiVersion: 'v1', kind: 'Node',
+    metadata: {
+      name: `kwok-node-${i}`,
+      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+      labels: { type: 'kwok', 'kubernetes.io/hostname': `kwok-node-${i}`, 'kubernetes.io/os': 'linux', 'kubernetes.io/arch': 'amd64' },
+    },
+    status: { allocatable: capacity, capacity },
+  };
+}
+
+/** Brings up the whole local stack (idempotent: servers already running are left alone). */
+export async function up(opts: UpOptions): Promise<StackInfo> {
+  const print = opts.print ?? ((l: string) => console.log(l));
+  await assertBuilt();
+  const stateDir = resolve(opts.stateDir);
+  await mkdir(join(stateDir, 'logs'), { recursive: true });
+  const a = artifactPaths();
+  const existing = await readStack(stateDir);
+  let info: StackInfo;
+  if (existing) {
+    info = existing;
+  } else {
+    const ports = await allocatePorts(opts.ports);
+    const pki = await loadPki(stateDir);
+    const kubeconfig = join(stateDir, 'kubeconfig');
+    const apiserverUrl = `https://127.0.0.1:${ports.apiserver}`;
+    await writeFile(kubeconfig, kubeconfigYaml({ ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem }, apiserverUrl), { mode: 0o600 });
+    const headless = opts.headless ?? false;
+    info = {
+      stateDir, kubeconfig, apiserverUrl, ports, headless,
+      temporalAddress: `127.0.0.1:${ports.temporal}`, temporalNamespace: 'default',
+      temporalUiUrl: `http://127.0.0.1:${ports.temporalUi}`,
+      servers: serverSpecs(a, pki, stateDir, ports, kubeconfig, headless),
+    };
+    await writeKwokConfig(a, stateDir, opts.podDelayMs ?? 300);
+    await saveStack(info);
+  }
+  const t0 = Date.now();
+  for (const name of serverNames) await startServer(info, name, print);
+
+  const nodes = opts.nodes ?? 2;
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i))).join('---\n'));
+  await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
+  await installCrds(info);
+  print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return info;
+}
+
+/** Installs Istio's networking CRDs and the project's CRDs, and waits until they are Established. */
+export async function installCrds(info: StackInfo): Promise<void> {
+  const a = artifactPaths();
+  // Istio's CRDs are too large for client-side apply's last-applied annotation.
+  const out = await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', a.istioCrds, '-f', join(repoRoot, 'crds'), '-o', 'name']);
+  const names = out.split('\n').map((l) => l.trim()).filter(Boolean);
+  // `kubectl wait` fails outright on a CRD whose status is not written yet, so poll instead.
+  await waitFor('CRDs Established', async () => {
+    const list = JSON.parse(await kubectl(info, ['get', ...names, '-o', 'json'])) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
+    return list.items.every((c) => c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True'));
+  }, { timeoutMs: 120_000 });
+}
+
+/** Stops every server this stack started, by pid, in reverse order. */
+export async function down(stateDir: string, opts: { purge?: boolean } = {}): Promise<void> {
+  const info = await readStack(resolve(stateDir));
+  if (!info) return;
+  for (const name of [...serverNames].reverse()) await stopServer(info, name);
+  if (opts.purge) await rm(resolve(stateDir), { recursive: true, force: true });
+}
+
+/** Each server's pid and whether it is running. */
+export async function status(stateDir: string): Promise<{ name: ServerName; pid?: number; running: boolean; ports: number[] }[] | null> {
+  const info = await readStack(resolve(stateDir));
+  if (!info) return null;
+  return serverNames.map((name) => {
+    const s = info.servers[name];
+    return { name, ports: s.ports, running: isOurs(s.pid, s.command), ...(s.pid ? { pid: s.pid } : {}) };
+  });
+}
+
+/** Shell lines to export so kubectl, the operator and the tests use this stack. */
+export function envLines(info: StackInfo): string {
+  return [
+    `export KUBECONFIG=${info.kubeconfig}`,
+    `export TEMPORAL_ADDRESS=${info.temporalAddress}`,
+    `export TEMPORAL_NAMESPACE=${info.temporalNamespace}`,
+    `export TEMPORAL_UI_URL=${info.temporalUiUrl}`,
+    `export STACK_STATE_DIR=${info.stateDir}`,
+  ].join('\n');
+}

@@ -1,0 +1,36 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+
+/** Pinned versions of every server the local stack builds from its Go module. */
+export const versions = {
+  temporalCli: 'v1.5.1',
+  etcd: 'v3.6.16',
+  kubernetes: 'v1.35.4',
+  kubernetesStaging: 'v0.35.4',
+  kwok: 'v0.8.0',
+  istioApi: 'v1.32.0',
+} as const;
+
+/** Where built binaries are cached, outside the repo, keyed by version. */
+export function cacheRoot(): string {
+  const base = process.env['APPLICATION_OPERATOR_CACHE'] ?? join(process.env['XDG_CACHE_HOME'] ?? join(homedir(), '.cache'), 'application-operator');
+  return base;
+}
+
+/** Paths of the cached artifacts for the pinned versions. */
+export function artifactPaths(root = cacheRoot()) {
+  const k8s = join(root, `kubernetes-${versions.kubernetes}`);
+  return {
+    temporal: join(root, `temporal-cli-${versions.temporalCli}`, 'temporal'),
+    etcd: join(root, `etcd-${versions.etcd}`, 'etcd'),
+    kubeApiserver: join(k8s, 'kube-apiserver'),
+    kubeControllerManager: join(k8s, 'kube-controller-manager'),
+    kubeScheduler: join(k8s, 'kube-scheduler'),
+    kubectl: join(k8s, 'kubectl'),
+    kwok: join(root, `kwok-${versions.kwok}`, 'kwok'),
+    kwokStages: join(root, `kwok-${versions.kwok}`, 'stages'),
+    istioCrds: join(root, `istio-api-${versions.istioApi}`, 'networking-crds.yaml'),
+  };
+}
+
+export type ArtifactPaths = ReturnType<typeof artifactPaths>;

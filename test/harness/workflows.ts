@@ -1,0 +1,2 @@
+// One bundle per test run: the operator's workflows plus test-only ones.
+export * from '../workflows/sleeper.ts';
