@@ -1,0 +1,19 @@
+import type { Kube } from '../kube/client.ts';
+import type { Logger } from '../operator/log.ts';
+import type { Metrics } from '../operator/metrics.ts';
+
+/** What activities need from the process that runs them. */
+export interface ActivityDeps {
+  kube: Kube;
+  /** Base URL of the Temporal UI, for the link written into status (omitted when unknown). */
+  temporalUiUrl?: string;
+  temporalNamespace: string;
+  metrics?: Metrics;
+  log?: Logger;
+}
+
+/** A link to the workflow in the Temporal UI. */
+export function workflowUiLink(deps: Pick<ActivityDeps, 'temporalUiUrl' | 'temporalNamespace'>, workflowId: string): string | undefined {
+  if (!deps.temporalUiUrl) return undefined;
+  return `${deps.temporalUiUrl.replace(/\/$/, '')}/namespaces/${encodeURIComponent(deps.temporalNamespace)}/workflows/${encodeURIComponent(workflowId)}`;
+}

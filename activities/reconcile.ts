@@ -1,0 +1,156 @@
+import { ApplicationFailure, heartbeat } from '@temporalio/activity';
+import { parseApplication, type Application } from '../api/application.ts';
+import { API_VERSION, FIELD_MANAGER, FINALIZER, KIND, Reason, canaryName, childName } from '../api/constants.ts';
+import { KubeError, type KubeObject } from '../kube/client.ts';
+import type { ObjectRef } from '../kube/resources.ts';
+import { renderChildren } from '../render/index.ts';
+import { desiredStatus, statusChanged, withTransitionTimes, type Condition, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
+import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../workflows/messages.ts';
+import { workflowUiLink, type ActivityDeps } from './deps.ts';
+
+type RawApplication = KubeObject & {
+  metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[] };
+  status?: Record<string, unknown> & { observedGeneration?: number; conditions?: Condition[] };
+};
+
+const appRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace, name });
+
+const describeRef = (o: { kind: string; metadata?: { name: string }; name?: string }) => `${o.kind}/${o.metadata?.name ?? o.name ?? ''}`;
+
+/**
+ * One reconcile pass: read the Application, validate it, make sure our finalizer is on it, server-side apply every
+ * child in dependency order (dry-run first when the spec changed, so a rejected child never leaves a half-applied
+ * app), remove children the spec no longer asks for, then derive status from what is observed and write it only
+ * when it changed.
+ */
+export async function reconcileApplication(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
+  const { kube } = deps;
+  const raw = await kube.get<RawApplication>(appRef(input.namespace, input.name));
+  if (!raw) return { outcome: 'gone' };
+  const uid = raw.metadata.uid ?? '';
+  const generation = raw.metadata.generation;
+  if (raw.metadata.deletionTimestamp) {
+    // Without our finalizer there is nothing left for us to clean up: the garbage collector has the children.
+    return (raw.metadata.finalizers ?? []).includes(FINALIZER) ? { outcome: 'deleting', uid } : { outcome: 'gone' };
+  }
+
+  const parsed = parseApplication(raw);
+  if (!parsed.ok) {
+    await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.InvalidSpec, message: parsed.message }, generation);
+    throw ApplicationFailure.nonRetryable(`spec of ${input.namespace}/${input.name} (generation ${generation}) is invalid: ${parsed.message}`, 'InvalidSpec');
+  }
+  const app = parsed.app;
+  await ensureFinalizer(deps, raw);
+
+  const applied: string[] = [];
+  const removed: string[] = [];
+  if (input.apply) {
+    const { apply: children, absent } = renderChildren(app);
+    const apply = children.map((c) => c.object as KubeObject);
+    const specChanged = raw.status?.observedGeneration !== generation;
+    try {
+      if (specChanged) {
+        for (const obj of apply) await kube.apply(obj, { fieldManager: FIELD_MANAGER, dryRun: true });
+      }
+      for (const obj of apply) {
+        heartbeat(describeRef(obj));
+        await kube.apply(obj, { fieldManager: FIELD_MANAGER });
+        applied.push(describeRef(obj));
+      }
+    } catch (err) {
+      if (err instanceof KubeError && err.permanent) {
+        await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.ApplyFailed, message: err.message }, generation);
+        throw ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, 'ApplyRejected');
+      }
+      throw err;
+    }
+    for (const ref of absent) {
+      // Only what this Application controls: a same-named object someone else made is left alone.
+      const existing = await kube.get<KubeObject & { metadata: { ownerReferences?: { uid: string; controller?: boolean }[] } }>(ref);
+      if (!existing?.metadata.ownerReferences?.some((o) => o.uid === uid && o.controller)) continue;
+      if (await kube.delete(ref, { uid: existing.metadata.uid ?? '' })) removed.push(describeRef(ref));
+    }
+  }
+
+  const observed = await observe(deps, app);
+  const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
+  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration);
+  return {
+    outcome: 'reconciled', uid,
+    ...(generation !== undefined ? { generation } : {}),
+    ...(status.phase ? { phase: status.phase } : {}),
+    message: status.conditions.find((c) => c.type === 'Ready')?.message ?? '',
+    progressing: status.phase === 'Pending' || status.phase === 'Updating',
+    applied, removed, statusWritten: written,
+  };
+}
+
+async function observe(deps: ActivityDeps, app: Application): Promise<Observed> {
+  const ns = app.metadata.namespace;
+  const [deployment, service] = await Promise.all([
+    deps.kube.get<ObservedDeployment>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns, name: childName(app) }),
+    deps.kube.get<ObservedService>({ apiVersion: 'v1', kind: 'Service', namespace: ns, name: childName(app) }),
+  ]);
+  return { deployment, service };
+}
+
+/** Adds our finalizer once, with optimistic concurrency (a 409 is retried by the activity). */
+async function ensureFinalizer(deps: ActivityDeps, raw: RawApplication): Promise<void> {
+  const finalizers = raw.metadata.finalizers ?? [];
+  if (finalizers.includes(FINALIZER)) return;
+  await deps.kube.mergePatch(appRef(raw.metadata.namespace ?? '', raw.metadata.name), {
+    metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: [...finalizers, FINALIZER] },
+  });
+}
+
+async function writeStatus(
+  deps: ActivityDeps,
+  raw: RawApplication,
+  input: ReconcileInput,
+  observed: Observed,
+  failure: Failure | null,
+  observedGeneration: number | undefined,
+): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
+  const temporalUI = workflowUiLink(deps, input.workflowId);
+  const next = desiredStatus(raw, observed, failure, { workflowId: input.workflowId, observedGeneration, ...(temporalUI ? { temporalUI } : {}) });
+  const { canary: _canary, ...current } = raw.status ?? {};
+  if (!statusChanged(current, next)) return { status: next, written: false };
+  const now = new Date().toISOString();
+  const conditions = withTransitionTimes(next.conditions, raw.status?.conditions, now);
+  await deps.kube.mergePatch(appRef(input.namespace, input.name), { status: { ...next, conditions, lastUpdateTime: now } }, 'status');
+  return { status: next, written: true };
+}
+
+/** Deletes every child we may have created ("not found" is done), then releases our finalizer. */
+export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInput): Promise<FinalizeResult> {
+  const { kube } = deps;
+  const named = { metadata: { name: input.name } };
+  const ns = input.namespace;
+  const children: ObjectRef[] = [
+    { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', namespace: ns, name: childName(named) },
+    { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule', namespace: ns, name: childName(named) },
+    { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', namespace: ns, name: childName(named) },
+    { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns, name: canaryName(named) },
+    { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns, name: childName(named) },
+    { apiVersion: 'v1', kind: 'Service', namespace: ns, name: childName(named) },
+    { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: ns, name: childName(named) },
+  ];
+  const removed: string[] = [];
+  for (const ref of children) {
+    heartbeat(describeRef(ref));
+    try {
+      if (await kube.delete(ref)) removed.push(describeRef(ref));
+    } catch (err) {
+      // A cluster without Istio has no such resource type: nothing to delete.
+      if (!(err instanceof KubeError && err.status === 404)) throw err;
+    }
+  }
+  const raw = await kube.get<RawApplication>(appRef(ns, input.name));
+  if (!raw || raw.metadata.uid !== input.uid || !(raw.metadata.finalizers ?? []).includes(FINALIZER)) {
+    return { removed, finalizerReleased: false };
+  }
+  await kube.mergePatch(appRef(ns, input.name), {
+    metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) },
+  });
+  return { removed, finalizerReleased: true };
+}

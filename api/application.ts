@@ -1,0 +1,471 @@
+// The Application API as one typed model. It mirrors crds/application.yaml field for field: the
+// same defaults, limits and cross-field rules (the CEL rules, with the same messages), so the
+// operator can trust a parsed Application exactly as far as the API server does. Messages of
+// the schema-level checks follow the API server's wording ("Required value", "Unsupported
+// value", "should be less than or equal to") so both read alike in a status condition.
+
+import { z } from 'zod';
+import { API_VERSION, CanaryPhase, KIND, MAX_NAME_LENGTH, Phase, Reason, STABLE_VERSION } from './constants.ts';
+import { parseQuantity } from './quantity.ts';
+
+const DURATION = /^([0-9]+(ms|s|m|h))+$/;
+const DURATION_TOKEN = /([0-9]+)(ms|s|m|h)/g;
+const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
+const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const LABEL_VALUE = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
+const RETRY_ON = /^[a-z0-9-]+(,[a-z0-9-]+)*$/;
+// RE2's [[:space:]], which the CEL rule uses; JavaScript's \s would also match Unicode spaces.
+const WHITESPACE = /[\t\n\v\f\r ]/;
+const MS_PER_UNIT: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+// Go's time.Duration (what CEL's duration() parses into) is int64 nanoseconds.
+const MAX_DURATION_MS = 9_223_372_036_854;
+
+/** Milliseconds in a duration string such as `500ms`, `30s` or `1h30m`; throws RangeError when it is not one. */
+export function parseDuration(s: string): number {
+  if (!DURATION.test(s)) throw new RangeError(`not a duration (units ms, s, m, h): ${JSON.stringify(s)}`);
+  let ms = 0;
+  for (const [, amount, unit] of s.matchAll(DURATION_TOKEN)) {
+    ms += Number(amount) * (MS_PER_UNIT[unit ?? ''] ?? 0);
+  }
+  if (ms > MAX_DURATION_MS) throw new RangeError(`duration out of range: ${JSON.stringify(s)}`);
+  return ms;
+}
+
+function isDuration(s: string, minMs: number): boolean {
+  try {
+    return parseDuration(s) >= minMs;
+  } catch {
+    return false;
+  }
+}
+
+// A container port name (IANA_SVC_NAME), what the CEL rules spell out with size/matches/contains.
+function isPortName(s: string): boolean {
+  return s.length <= 15 && DNS1123_LABEL.test(s) && /[a-z]/.test(s) && !s.includes('--');
+}
+
+function isNonNegativeQuantity(v: string | number): boolean {
+  const q = parseQuantity(v);
+  return q !== null && q >= 0n;
+}
+
+// --- building blocks that word their errors like the API server ---
+
+function typeError(type: string) {
+  return (issue: { input?: unknown }): string => (issue.input === undefined ? 'Required value' : `must be of type ${type}`);
+}
+
+const tooLong = (max: number): string => `Too long: may not be more than ${max} bytes`;
+const tooMany = (max: number) => (issue: { input?: unknown }): string =>
+  `Too many: ${Array.isArray(issue.input) ? issue.input.length : '?'}: must have at most ${max} items`;
+
+function str(maxLength?: number) {
+  const s = z.string({ error: typeError('string') });
+  return maxLength === undefined ? s : s.max(maxLength, tooLong(maxLength));
+}
+
+function bool() {
+  return z.boolean({ error: typeError('boolean') });
+}
+
+function int(min?: number, max?: number) {
+  let n = z.int({ error: typeError('integer') });
+  if (min !== undefined) n = n.min(min, `should be greater than or equal to ${min}`);
+  if (max !== undefined) n = n.max(max, `should be less than or equal to ${max}`);
+  return n;
+}
+
+function oneOf<const T extends readonly [string, ...string[]]>(values: T) {
+  const supported = values.map((v) => JSON.stringify(v)).join(', ');
+  return z.enum(values, {
+    error: (issue) => (issue.input === undefined ? 'Required value' : `Unsupported value: ${JSON.stringify(issue.input)}: supported values: ${supported}`),
+  });
+}
+
+function list<T extends z.ZodType>(item: T, maxItems: number) {
+  return z.array(item, { error: typeError('array') }).max(maxItems, { error: tooMany(maxItems) });
+}
+
+// x-kubernetes-list-type: map — one entry per key, reported on the later duplicate.
+function uniqueBy<T>(key: keyof T & string) {
+  return (items: T[], ctx: z.RefinementCtx<T[]>): void => {
+    const seen = new Set<unknown>();
+    items.forEach((item, index) => {
+      const value = item[key];
+      if (seen.has(value)) {
+        ctx.addIssue({ code: 'custom', path: [index], message: `Duplicate value: ${JSON.stringify({ [key]: value })}` });
+      }
+      seen.add(value);
+    });
+  };
+}
+
+function intOrString(maxLength: number) {
+  return z.union([z.int(), str(maxLength)], { error: typeError('integer or string') });
+}
+
+function duration(message: string, minMs: number | null) {
+  return str(32).refine((s) => (minMs === null ? DURATION.test(s) : isDuration(s, minMs)), message);
+}
+
+// --- core/v1 pieces ---
+
+const quantitySchema = intOrString(64).refine(isNonNegativeQuantity, 'must be a non-negative quantity such as 500m, 2, 128Mi or 1Gi');
+
+const quantityMap = z
+  .record(z.string(), quantitySchema, { error: typeError('object') })
+  .refine((m) => Object.keys(m).length <= 16, { error: (issue) => `Too many: ${Object.keys(issue.input as object).length}: must have at most 16 items` });
+
+const resourcesSchema = z
+  .object({
+    limits: quantityMap.optional(),
+    requests: quantityMap.optional(),
+    claims: list(z.object({ name: str(63), request: str(63).optional() }), 16).superRefine(uniqueBy('name')).optional(),
+  })
+  .superRefine((r, ctx) => {
+    const { requests, limits } = r;
+    if (!requests || !limits) return;
+    const exceeds = Object.entries(requests).some(([name, request]) => {
+      const limit = limits[name];
+      if (limit === undefined) return false;
+      const [req, lim] = [parseQuantity(String(request)), parseQuantity(String(limit))];
+      return req !== null && lim !== null && req > lim;
+    });
+    if (exceeds) ctx.addIssue({ code: 'custom', message: 'resources.requests must not exceed resources.limits for the same resource' });
+  });
+
+const keySelector = z.object({ name: str(253).optional(), key: str(253), optional: bool().optional() });
+
+const envVarSchema = z
+  .object({
+    name: str(256).refine((s) => ENV_NAME.test(s), "env var name must consist of letters, digits, '_', '-' or '.', and must not start with a digit"),
+    value: str(32768).optional(),
+    valueFrom: z
+      .object({
+        secretKeyRef: keySelector.optional(),
+        configMapKeyRef: keySelector.optional(),
+        fieldRef: z.object({ apiVersion: str(64).optional(), fieldPath: str(256) }).optional(),
+        resourceFieldRef: z.object({ containerName: str(63).optional(), divisor: quantitySchema.optional(), resource: str(64) }).optional(),
+      })
+      .refine(
+        (v) => [v.secretKeyRef, v.configMapKeyRef, v.fieldRef, v.resourceFieldRef].filter((x) => x !== undefined).length === 1,
+        'valueFrom must set exactly one of secretKeyRef, configMapKeyRef, fieldRef or resourceFieldRef',
+      )
+      .optional(),
+  })
+  .refine((e) => !(e.value !== undefined && e.valueFrom !== undefined), 'env var must set value or valueFrom, not both');
+
+const probePort = intOrString(63).refine(
+  (p) => (typeof p === 'number' ? p >= 1 && p <= 65535 : isPortName(p)),
+  'probe port must be a number between 1 and 65535 or a container port name',
+);
+
+const probeSchema = z
+  .object({
+    exec: z.object({ command: list(str(4096), 64).optional() }).optional(),
+    httpGet: z
+      .object({
+        host: str(253).optional(),
+        httpHeaders: list(z.object({ name: str(256), value: str(4096) }), 32).optional(),
+        path: str(2048).optional(),
+        port: probePort,
+        scheme: oneOf(['HTTP', 'HTTPS']).default('HTTP'),
+      })
+      .optional(),
+    tcpSocket: z.object({ host: str(253).optional(), port: probePort }).optional(),
+    grpc: z.object({ port: int(1, 65535), service: str(256).optional() }).optional(),
+    initialDelaySeconds: int(0).optional(),
+    periodSeconds: int(1).optional(),
+    timeoutSeconds: int(1).optional(),
+    successThreshold: int(1).optional(),
+    failureThreshold: int(1).optional(),
+    terminationGracePeriodSeconds: int(1).optional(),
+  })
+  .refine(
+    (p) => [p.exec, p.httpGet, p.tcpSocket, p.grpc].filter((x) => x !== undefined).length === 1,
+    'a probe must set exactly one of exec, httpGet, tcpSocket or grpc',
+  );
+
+// --- the Application spec ---
+
+const servicePortSchema = z.object({
+  name: str(63).refine(isPortName, "port name must be at most 15 lowercase letters, digits or '-', contain a letter, start and end with a letter or digit, and have no '--'"),
+  port: int(1, 65535),
+  enableIstioProxy: bool().default(true),
+});
+
+const serviceSchema = z.object({
+  type: oneOf(['ClusterIP', 'NodePort', 'LoadBalancer']).default('ClusterIP'),
+  ports: list(servicePortSchema, 20)
+    .superRefine(uniqueBy('name'))
+    .refine((ports) => ports.length >= 1, 'service.ports must list at least one port')
+    .refine((ports) => new Set(ports.map((p) => p.port)).size === ports.length, 'service port numbers must be unique')
+    .prefault([{ name: 'http', port: 80 }]),
+});
+
+const configMapMountSchema = z.object({
+  name: str(253).refine(
+    (s) => s.length <= 60 && DNS1123_LABEL.test(s),
+    'configMaps[].name must be a DNS-1123 label of at most 60 characters (it also names the pod volume cm-<name>)',
+  ),
+  mountPath: str(1024).refine((s) => s.startsWith('/'), 'mountPath must be an absolute path'),
+  readOnly: bool().default(true),
+});
+
+const storageSchema = z.object({
+  size: str(64).refine((s) => {
+    const q = parseQuantity(s);
+    return q !== null && q > 0n;
+  }, 'storage.size must be a positive quantity such as 1Gi or 500Mi'),
+  storageClass: str(253).refine((s) => s === '' || DNS1123_SUBDOMAIN.test(s), 'storageClass must be a DNS subdomain name').optional(),
+  accessMode: oneOf(['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod']).default('ReadWriteOnce'),
+  mountPath: str(1024).refine((s) => s.startsWith('/'), 'mountPath must be an absolute path').default('/data'),
+});
+
+const healthCheckSchema = z
+  .object({
+    livenessProbe: probeSchema.optional(),
+    readinessProbe: probeSchema.optional(),
+    startupProbe: probeSchema.optional(),
+  })
+  .superRefine((h, ctx) => {
+    if (h.livenessProbe?.successThreshold !== undefined && h.livenessProbe.successThreshold !== 1) {
+      ctx.addIssue({ code: 'custom', path: ['livenessProbe', 'successThreshold'], message: 'livenessProbe.successThreshold must be 1' });
+    }
+    if (h.startupProbe?.successThreshold !== undefined && h.startupProbe.successThreshold !== 1) {
+      ctx.addIssue({ code: 'custom', path: ['startupProbe', 'successThreshold'], message: 'startupProbe.successThreshold must be 1' });
+    }
+    if (h.readinessProbe?.terminationGracePeriodSeconds !== undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['readinessProbe', 'terminationGracePeriodSeconds'],
+        message: 'readinessProbe must not set terminationGracePeriodSeconds',
+      });
+    }
+  });
+
+const autoscalingSchema = z
+  .object({
+    enabled: bool().default(false),
+    minReplicas: int(1, 100).default(1),
+    maxReplicas: int(1, 100).optional(),
+    targetCPU: int(1, 100).optional(),
+    targetMemory: int(1, 100).optional(),
+  })
+  .superRefine((a, ctx) => {
+    if (a.enabled && a.maxReplicas === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['maxReplicas'], message: 'autoscaling.maxReplicas is required when autoscaling is enabled' });
+    }
+    if (a.maxReplicas !== undefined && a.minReplicas > a.maxReplicas) {
+      ctx.addIssue({ code: 'custom', path: ['minReplicas'], message: 'autoscaling.minReplicas must not exceed maxReplicas' });
+    }
+    if (a.enabled && a.targetCPU === undefined && a.targetMemory === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'autoscaling needs targetCPU or targetMemory when enabled' });
+    }
+  });
+
+const trafficPolicySchema = z.object({
+  connectionTimeout: duration('connectionTimeout must be a duration of at least 1ms such as 500ms, 10s or 1m (units ms, s, m, h)', 1).default('10s'),
+  loadBalancer: oneOf(['ROUND_ROBIN', 'LEAST_CONN', 'LEAST_REQUEST', 'RANDOM', 'PASSTHROUGH']).default('ROUND_ROBIN'),
+  retryPolicy: z
+    .object({
+      attempts: int(0, 10).optional(),
+      perTryTimeout: duration('perTryTimeout must be a duration of at least 1ms such as 500ms or 2s (units ms, s, m, h)', 1).optional(),
+      retryOn: str(256)
+        .refine((s) => RETRY_ON.test(s), 'retryOn must be a comma-separated list of retry conditions such as 5xx,connect-failure,reset')
+        .optional(),
+    })
+    .optional(),
+});
+
+const weight = (field: string) => z.int({ error: typeError('integer') }).refine((w) => w >= 0 && w <= 100, `${field} must be between 0 and 100`);
+
+const canaryStepSchema = z
+  .object({
+    setWeight: weight('setWeight').optional(),
+    pause: z
+      .object({
+        duration: duration('pause.duration must be a duration such as 30s, 5m or 1h30m (units ms, s, m, h)', null).optional(),
+      })
+      .optional(),
+  })
+  .refine((s) => (s.setWeight !== undefined) !== (s.pause !== undefined), 'each step must set exactly one of setWeight or pause');
+
+const healthGatesSchema = z.object({
+  minReadyReplicas: int(1, 100).default(1),
+  maxRestarts: int(0).default(3),
+  interval: duration('healthGates.interval must be a duration of at least 1s such as 10s or 1m (units ms, s, m, h)', 1000).default('10s'),
+  failureThreshold: int(1).default(3),
+});
+
+const canarySchema = z
+  .object({
+    enabled: bool().default(false),
+    canaryVersion: str(63)
+      .refine(
+        (s) => LABEL_VALUE.test(s),
+        "canaryVersion must be a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+      )
+      .refine((s) => s !== STABLE_VERSION, "canaryVersion must not be 'stable': that value labels the stable pods")
+      .optional(),
+    image: str(512)
+      .refine((s) => s.length > 0 && !WHITESPACE.test(s), 'canary image must be a non-empty image reference without whitespace')
+      .optional(),
+    weight: weight('weight').default(0),
+    replicas: int(1, 100).default(1),
+    steps: list(canaryStepSchema, 50).optional(),
+    healthGates: healthGatesSchema.prefault({}),
+    progressDeadline: duration('progressDeadline must be a duration of at least 1s such as 10m or 1h (units ms, s, m, h)', 1000).default('30m'),
+  })
+  .superRefine((c, ctx) => {
+    if (c.enabled && c.canaryVersion === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['canaryVersion'], message: 'canaryVersion is required when canary is enabled' });
+    }
+    if (c.healthGates.minReadyReplicas > c.replicas) {
+      ctx.addIssue({ code: 'custom', path: ['healthGates', 'minReadyReplicas'], message: 'healthGates.minReadyReplicas must not exceed the canary replicas' });
+    }
+  });
+
+const serviceMeshSchema = z
+  .object({
+    enabled: bool().default(false),
+    trafficPolicy: trafficPolicySchema.prefault({}),
+    canary: canarySchema.optional(),
+  })
+  .superRefine((m, ctx) => {
+    if (m.canary?.enabled && !m.enabled) {
+      ctx.addIssue({ code: 'custom', path: ['canary', 'enabled'], message: 'serviceMesh.enabled must be true when canary is enabled' });
+    }
+  });
+
+const DEFAULT_HEALTH_CHECK = { readinessProbe: { httpGet: { path: '/health', port: 80 }, initialDelaySeconds: 5, periodSeconds: 10 } };
+
+/** The spec of an Application, with the CRD's defaults and rules. */
+export const applicationSpecSchema = z
+  .object({
+    image: str(512)
+      .refine((s) => s.length > 0, 'image must not be empty')
+      .refine((s) => !WHITESPACE.test(s), 'image must not contain whitespace'),
+    replicas: int(1, 100).default(1),
+    service: serviceSchema.prefault({}),
+    resources: resourcesSchema.optional(),
+    env: list(envVarSchema, 200).superRefine(uniqueBy('name')).optional(),
+    configMaps: list(configMapMountSchema, 20).superRefine(uniqueBy('mountPath')).optional(),
+    storage: storageSchema.optional(),
+    healthCheck: healthCheckSchema.prefault(DEFAULT_HEALTH_CHECK),
+    autoscaling: autoscalingSchema.optional(),
+    serviceMesh: serviceMeshSchema.optional(),
+  }, { error: typeError('object') })
+  .superRefine((spec, ctx) => {
+    const storage = spec.storage;
+    if (storage && spec.configMaps?.some((c) => c.mountPath === storage.mountPath)) {
+      ctx.addIssue({ code: 'custom', path: ['storage', 'mountPath'], message: 'storage.mountPath must differ from every configMaps[].mountPath' });
+    }
+  });
+
+const timestamp = z.union([z.string(), z.date()]).transform((t) => (typeof t === 'string' ? t : t.toISOString()));
+
+const metadataSchema = z.object({
+  name: str()
+    .refine((s) => s.length <= MAX_NAME_LENGTH, `metadata.name must be at most ${MAX_NAME_LENGTH} characters so that the child name <name>-canary fits in 63`)
+    .refine(
+      (s) => DNS1035_LABEL.test(s),
+      "metadata.name must be a DNS-1035 label: lowercase letters, digits and '-', starting with a letter and ending with a letter or digit",
+    ),
+  namespace: z.string().optional(),
+  uid: z.string().optional(),
+  generation: z.int().optional(),
+  resourceVersion: z.string().optional(),
+  deletionTimestamp: timestamp.optional(),
+  finalizers: z.array(z.string()).optional(),
+  labels: z.record(z.string(), z.string()).optional(),
+  annotations: z.record(z.string(), z.string()).optional(),
+});
+
+const conditionSchema = z.object({
+  type: z.string(),
+  status: z.enum(['True', 'False', 'Unknown']),
+  observedGeneration: z.int().optional(),
+  lastTransitionTime: timestamp,
+  reason: z.string(),
+  message: z.string(),
+});
+
+const canaryStatusSchema = z.object({
+  phase: z.enum(CanaryPhase).optional(),
+  step: z.int().optional(),
+  totalSteps: z.int().optional(),
+  weight: z.int().optional(),
+  version: z.string().optional(),
+  image: z.string().optional(),
+  startedAt: timestamp.optional(),
+  pauseEndsAt: timestamp.optional(),
+  abortedBy: z.string().optional(),
+  reason: z.string().optional(),
+  message: z.string().optional(),
+});
+
+/** The status the operator writes; the API server has already checked it against the CRD. */
+export const applicationStatusSchema = z.object({
+  observedGeneration: z.int().optional(),
+  phase: z.enum(Phase).optional(),
+  replicas: z.int().optional(),
+  readyReplicas: z.int().optional(),
+  availableReplicas: z.int().optional(),
+  selector: z.string().optional(),
+  conditions: z.array(conditionSchema).optional(),
+  lastUpdateTime: timestamp.optional(),
+  endpoints: z.array(z.string()).optional(),
+  workflowId: z.string().optional(),
+  temporalUI: z.string().optional(),
+  canary: canaryStatusSchema.optional(),
+});
+
+/** A whole Application object. metadata.namespace and metadata.uid are set on every object read from the cluster. */
+export const applicationSchema = z.object({
+  apiVersion: z.literal(API_VERSION),
+  kind: z.literal(KIND),
+  metadata: metadataSchema,
+  spec: applicationSpecSchema,
+  status: applicationStatusSchema.optional(),
+});
+
+export type Application = z.output<typeof applicationSchema>;
+export type ApplicationInput = z.input<typeof applicationSchema>;
+export type ApplicationSpec = z.output<typeof applicationSpecSchema>;
+export type ApplicationSpecInput = z.input<typeof applicationSpecSchema>;
+export type ApplicationStatus = z.output<typeof applicationStatusSchema>;
+export type CanarySpec = z.output<typeof canarySchema>;
+export type CanaryStep = z.output<typeof canaryStepSchema>;
+export type Probe = z.output<typeof probeSchema>;
+export type EnvVar = z.output<typeof envVarSchema>;
+
+export type ParseResult = { ok: true; app: Application } | { ok: false; reason: typeof Reason.InvalidSpec; message: string };
+
+function formatPath(path: readonly PropertyKey[]): string {
+  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
+}
+
+/** Parses and defaults an Application; on failure, a reason and a message listing every problem by field path. */
+export function parseApplication(obj: unknown): ParseResult {
+  const result = applicationSchema.safeParse(obj);
+  if (result.success) return { ok: true, app: result.data };
+  const message = result.error.issues.map((issue) => `${formatPath(issue.path)}: ${issue.message}`).join('; ');
+  return { ok: false, reason: Reason.InvalidSpec, message };
+}
+
+/**
+ * The canary's image: canary.image when set, otherwise spec.image with its tag (and digest)
+ * replaced by canaryVersion. Throws when the spec has no canary version to run.
+ */
+export function canaryImage(spec: ApplicationSpec): string {
+  const canary = spec.serviceMesh?.canary;
+  if (canary?.image !== undefined) return canary.image;
+  if (canary?.canaryVersion === undefined) throw new Error('the canary has neither an image nor a canaryVersion');
+  const repository = spec.image.split('@')[0] ?? spec.image;
+  const tagAt = repository.lastIndexOf(':');
+  const untagged = tagAt > repository.lastIndexOf('/') ? repository.slice(0, tagAt) : repository;
+  return `${untagged}:${canary.canaryVersion}`;
+}

@@ -1,0 +1,109 @@
+// Names shared by the CRD, the renderers, the activities and the workflows. Every string that
+// appears on the cluster or in a condition lives here so that a rename is one edit.
+
+export const GROUP = 'myapp.example.com';
+export const VERSION = 'v1';
+export const API_VERSION = `${GROUP}/${VERSION}`;
+export const KIND = 'Application';
+export const LIST_KIND = 'ApplicationList';
+export const PLURAL = 'applications';
+export const SINGULAR = 'application';
+export const SHORT_NAME = 'app';
+export const CRD_NAME = `${PLURAL}.${GROUP}`;
+
+export const LABEL_NAME = 'app.kubernetes.io/name';
+export const LABEL_MANAGED_BY = 'app.kubernetes.io/managed-by';
+export const MANAGED_BY = 'application-operator';
+/** Pod label that tells stable pods from canary pods; the DestinationRule subsets select on it. */
+export const LABEL_VERSION = 'version';
+
+/** Value of the version label on stable pods, and the name of the stable DestinationRule subset. */
+export const STABLE_VERSION = 'stable';
+export const STABLE_SUBSET = 'stable';
+export const CANARY_SUBSET = 'canary';
+/** Name of the single HTTP route of the VirtualService, so traffic routing can find it again. */
+export const ROUTE_NAME = 'primary';
+
+export const ISTIO_API_VERSION = 'networking.istio.io/v1';
+
+export const FINALIZER = `${GROUP}/finalizer`;
+export const FIELD_MANAGER = 'application-operator';
+
+export const ANNOTATION_SIDECAR_INJECT = 'sidecar.istio.io/inject';
+export const ANNOTATION_EXCLUDE_INBOUND_PORTS = 'traffic.sidecar.istio.io/excludeInboundPorts';
+
+export const CONTAINER_NAME = 'app';
+export const DATA_VOLUME_NAME = 'data';
+export const CONFIGMAP_VOLUME_PREFIX = 'cm-';
+/** Longest Application name for which `<name>-canary` is still a valid 63-character DNS-1035 label. */
+export const MAX_NAME_LENGTH = 63 - '-canary'.length;
+
+export const Phase = {
+  Pending: 'Pending',
+  Running: 'Running',
+  Updating: 'Updating',
+  Failed: 'Failed',
+  Deleting: 'Deleting',
+} as const;
+export type Phase = (typeof Phase)[keyof typeof Phase];
+
+export const CanaryPhase = {
+  Idle: 'Idle',
+  Progressing: 'Progressing',
+  Paused: 'Paused',
+  Promoting: 'Promoting',
+  Promoted: 'Promoted',
+  Aborting: 'Aborting',
+  Aborted: 'Aborted',
+  RolledBack: 'RolledBack',
+  Failed: 'Failed',
+} as const;
+export type CanaryPhase = (typeof CanaryPhase)[keyof typeof CanaryPhase];
+
+export const ConditionType = {
+  Ready: 'Ready',
+  Progressing: 'Progressing',
+  Degraded: 'Degraded',
+  InvalidSpec: 'InvalidSpec',
+  CanaryProgressing: 'CanaryProgressing',
+} as const;
+export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
+
+export const Reason = {
+  Reconciled: 'Reconciled',
+  ReconcileFailed: 'ReconcileFailed',
+  InvalidSpec: 'InvalidSpec',
+  ValidSpec: 'ValidSpec',
+  ApplyFailed: 'ApplyFailed',
+  AllReplicasReady: 'AllReplicasReady',
+  SomeReplicasReady: 'SomeReplicasReady',
+  NoReplicasReady: 'NoReplicasReady',
+  DeploymentProgressing: 'DeploymentProgressing',
+  ProgressDeadlineExceeded: 'ProgressDeadlineExceeded',
+  Deleting: 'Deleting',
+  CanaryStarted: 'CanaryStarted',
+  CanaryStepCompleted: 'CanaryStepCompleted',
+  CanaryPaused: 'CanaryPaused',
+  CanaryResumed: 'CanaryResumed',
+  CanaryPromoted: 'CanaryPromoted',
+  CanaryAborted: 'CanaryAborted',
+  CanaryRolledBack: 'CanaryRolledBack',
+  CanaryFailed: 'CanaryFailed',
+  HealthGateFailed: 'HealthGateFailed',
+  NoCanary: 'NoCanary',
+} as const;
+export type Reason = (typeof Reason)[keyof typeof Reason];
+
+interface Named {
+  metadata: { name: string };
+}
+
+/** Name of the stable Deployment, the Service, the PVC, the HPA and the Istio objects of an Application. */
+export function childName(app: Named): string {
+  return app.metadata.name;
+}
+
+/** Name of the canary Deployment of an Application. */
+export function canaryName(app: Named): string {
+  return `${app.metadata.name}-canary`;
+}

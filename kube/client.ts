@@ -1,0 +1,158 @@
+import type { KubeConfig } from '@kubernetes/client-node';
+import { request as httpsRequest, type RequestOptions } from 'node:https';
+import { request as httpRequest } from 'node:http';
+import { objectPath, type ObjectRef } from './resources.ts';
+
+/** An error answered by the API server, with its Status reason. */
+export class KubeError extends Error {
+  readonly status: number;
+  readonly reason: string;
+  constructor(status: number, reason: string, message: string) {
+    super(message);
+    this.name = 'KubeError';
+    this.status = status;
+    this.reason = reason;
+  }
+
+  /** True when retrying the same request cannot succeed (the request itself is wrong). */
+  get permanent(): boolean {
+    return this.status === 400 || this.status === 422 || this.status === 415;
+  }
+}
+
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; uid?: string; resourceVersion?: string; generation?: number; [k: string]: unknown };
+  [k: string]: unknown;
+}
+
+const contentTypes = {
+  apply: 'application/apply-patch+yaml',
+  merge: 'application/merge-patch+json',
+  json: 'application/json-patch+json',
+} as const;
+
+/**
+ * A small JSON client over the kubeconfig's credentials. Unlike the generated typed clients it keeps objects as the
+ * API server sends them (no Date conversion, no dropped fields) and sends server-side apply bodies unchanged.
+ */
+export class Kube {
+  private readonly kc: KubeConfig;
+  private readonly server: URL;
+  private opts: RequestOptions | undefined;
+  /** Requests made, by verb: the benchmark reads this. */
+  readonly requests: Record<string, number> = {};
+
+  constructor(kc: KubeConfig) {
+    this.kc = kc;
+    const cluster = kc.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster');
+    this.server = new URL(cluster.server);
+  }
+
+  private async requestOptions(): Promise<RequestOptions> {
+    // Exec and token credentials can rotate, so only the agent (TLS material) is cached.
+    const opts: RequestOptions = {};
+    await this.kc.applyToHTTPSOptions(opts);
+    if (this.opts?.agent) opts.agent = this.opts.agent;
+    this.opts = opts;
+    return opts;
+  }
+
+  /** Sends one request; resolves to the parsed body, or null for 404 when allowNotFound. */
+  async request<T>(method: string, path: string, opts: { body?: unknown; contentType?: string; query?: Record<string, string>; allowNotFound?: boolean; timeoutMs?: number } = {}): Promise<T | null> {
+    const base = await this.requestOptions();
+    const url = new URL(path, this.server);
+    for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
+    const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
+    this.requests[method] = (this.requests[method] ?? 0) + 1;
+    const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
+    return new Promise<T | null>((resolve, reject) => {
+      const req = send(url, {
+        ...base,
+        method,
+        timeout: opts.timeoutMs ?? 30_000,
+        headers: {
+          ...(base.headers ?? {}),
+          Accept: 'application/json',
+          ...(payload !== undefined ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}),
+        },
+      }, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          const status = res.statusCode ?? 0;
+          if (status >= 200 && status < 300) {
+            resolve(text ? (JSON.parse(text) as T) : null);
+            return;
+          }
+          if (status === 404 && opts.allowNotFound) {
+            resolve(null);
+            return;
+          }
+          let reason = 'Unknown';
+          let message = text.slice(0, 500);
+          try {
+            const s = JSON.parse(text) as { reason?: string; message?: string };
+            reason = s.reason ?? reason;
+            message = s.message ?? message;
+          } catch {
+            // not a Status object
+          }
+          reject(new KubeError(status, reason, `${method} ${url.pathname}: ${status} ${reason}: ${message}`));
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname}: timed out`)));
+      req.on('error', (err) => reject(new Error(`${method} ${url.pathname}: ${err.message}`)));
+      if (payload !== undefined) req.write(payload);
+      req.end();
+    });
+  }
+
+  /** Server-side apply with our field manager, taking ownership of the fields we send (force). */
+  async apply<T extends KubeObject>(obj: T, opts: { fieldManager: string; subresource?: string; force?: boolean; dryRun?: boolean }): Promise<T> {
+    const ref = { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}) };
+    const out = await this.request<T>('PATCH', objectPath(ref, opts.subresource), {
+      body: obj,
+      contentType: contentTypes.apply,
+      query: { fieldManager: opts.fieldManager, force: String(opts.force ?? true), ...(opts.dryRun ? { dryRun: 'All' } : {}) },
+    });
+    return out as T;
+  }
+
+  /** Reads one object, or null when it does not exist. */
+  get<T = KubeObject>(ref: ObjectRef): Promise<T | null> {
+    return this.request<T>('GET', objectPath(ref), { allowNotFound: true });
+  }
+
+  /** Lists a collection path (optionally by label selector). */
+  async list<T = KubeObject>(path: string, labelSelector?: string): Promise<{ items: T[]; metadata: { resourceVersion: string } }> {
+    const out = await this.request<{ items: T[]; metadata: { resourceVersion: string } }>('GET', path, labelSelector ? { query: { labelSelector } } : {});
+    return out ?? { items: [], metadata: { resourceVersion: '' } };
+  }
+
+  /** Deletes one object; "not found" counts as done. Returns whether it existed. */
+  async delete(ref: ObjectRef, opts: { propagationPolicy?: 'Foreground' | 'Background' | 'Orphan'; uid?: string } = {}): Promise<boolean> {
+    const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: opts.propagationPolicy ?? 'Background' };
+    if (opts.uid) body['preconditions'] = { uid: opts.uid };
+    const out = await this.request('DELETE', objectPath(ref), { body, allowNotFound: true });
+    return out !== null;
+  }
+
+  /** JSON merge patch, on the object or a subresource such as status. */
+  mergePatch<T = KubeObject>(ref: ObjectRef, body: unknown, subresource?: string): Promise<T | null> {
+    return this.request<T>('PATCH', objectPath(ref, subresource), { body, contentType: contentTypes.merge });
+  }
+
+  /** RFC 6902 JSON patch (with `test` operations for optimistic concurrency). */
+  jsonPatch<T = KubeObject>(ref: ObjectRef, ops: unknown[], subresource?: string): Promise<T | null> {
+    return this.request<T>('PATCH', objectPath(ref, subresource), { body: ops, contentType: contentTypes.json });
+  }
+
+  /** Creates an object. */
+  create<T extends KubeObject>(obj: T, collection: string): Promise<T | null> {
+    return this.request<T>('POST', collection, { body: obj });
+  }
+}

@@ -1,0 +1,84 @@
+import { Command, Option } from 'commander';
+
+/** Everything the operator process is configured with (flags, each with an environment variable). */
+export interface OperatorConfig {
+  kubeconfig?: string;
+  temporalAddress: string;
+  temporalNamespace: string;
+  taskQueue: string;
+  temporalTlsCert?: string;
+  temporalTlsKey?: string;
+  temporalTlsCa?: string;
+  temporalTlsServerName?: string;
+  temporalApiKey?: string;
+  temporalUiUrl?: string;
+  namespaces: string[];
+  mode: 'all' | 'watcher' | 'worker';
+  workflowBundle?: string;
+  metricsAddr: string;
+  logLevel: string;
+  maxConcurrentActivities: number;
+  maxConcurrentWorkflowTasks: number;
+  progressRecheckSeconds: number;
+  resyncSeconds: number;
+  coalesceMs: number;
+  registerSearchAttributes: boolean;
+}
+
+const int = (v: string) => {
+  const n = Number.parseInt(v, 10);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`not a non-negative integer: ${v}`);
+  return n;
+};
+
+/** Adds the operator's options to a commander command. */
+export function withOperatorOptions(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)').env('KUBECONFIG'))
+    .addOption(new Option('--temporal-address <host:port>', 'Temporal frontend address').env('TEMPORAL_ADDRESS').default('localhost:7233'))
+    .addOption(new Option('--temporal-namespace <ns>', 'Temporal namespace').env('TEMPORAL_NAMESPACE').default('default'))
+    .addOption(new Option('--task-queue <name>', 'Temporal task queue shared by watcher and workers').env('TASK_QUEUE').default('application-operator'))
+    .addOption(new Option('--temporal-tls-cert <path>', 'client certificate for mTLS').env('TEMPORAL_TLS_CERT'))
+    .addOption(new Option('--temporal-tls-key <path>', 'client key for mTLS').env('TEMPORAL_TLS_KEY'))
+    .addOption(new Option('--temporal-tls-ca <path>', 'CA that signed the Temporal server certificate').env('TEMPORAL_TLS_CA'))
+    .addOption(new Option('--temporal-tls-server-name <name>', 'TLS server name override').env('TEMPORAL_TLS_SERVER_NAME'))
+    .addOption(new Option('--temporal-api-key <key>', 'API key (Temporal Cloud); implies TLS').env('TEMPORAL_API_KEY'))
+    .addOption(new Option('--temporal-ui-url <url>', 'Temporal UI base URL, linked from each Application status').env('TEMPORAL_UI_URL'))
+    .addOption(new Option('--namespaces <list>', 'comma-separated namespaces to watch (default: all)').env('WATCH_NAMESPACES').default(''))
+    .addOption(new Option('--mode <mode>', 'run the watcher, a worker, or both').choices(['all', 'watcher', 'worker']).env('OPERATOR_MODE').default('all'))
+    .addOption(new Option('--workflow-bundle <path>', 'prebuilt workflow bundle (default: bundle at start)').env('WORKFLOW_BUNDLE_PATH'))
+    .addOption(new Option('--metrics-addr <host:port>', 'address of /metrics, /healthz and /readyz').env('METRICS_ADDR').default('127.0.0.1:9464'))
+    .addOption(new Option('--log-level <level>', 'trace, debug, info, warn or error').env('LOG_LEVEL').default('info'))
+    .addOption(new Option('--max-concurrent-activities <n>', 'reconciles running at once per worker (SPEC: 10)').env('MAX_CONCURRENT_ACTIVITIES').argParser(int).default(10))
+    .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow tasks at once per worker').env('MAX_CONCURRENT_WORKFLOW_TASKS').argParser(int).default(20))
+    .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))
+    .addOption(new Option('--resync-seconds <s>', 're-apply converged apps this often (0: only on events)').env('RESYNC_SECONDS').argParser(int).default(0))
+    .addOption(new Option('--coalesce-ms <ms>', 'events for one app within this window become one signal').env('COALESCE_MS').argParser(int).default(300))
+    .addOption(new Option('--no-register-search-attributes', 'do not register the AppNamespace/AppName/AppPhase search attributes at start'));
+}
+
+/** The parsed options of a command built with withOperatorOptions. */
+export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
+  const str = (k: string) => (typeof opts[k] === 'string' && opts[k] !== '' ? (opts[k]) : undefined);
+  const cfg: OperatorConfig = {
+    temporalAddress: str('temporalAddress') ?? 'localhost:7233',
+    temporalNamespace: str('temporalNamespace') ?? 'default',
+    taskQueue: str('taskQueue') ?? 'application-operator',
+    namespaces: (str('namespaces') ?? '').split(',').map((s) => s.trim()).filter(Boolean),
+    mode: (str('mode') ?? 'all') as OperatorConfig['mode'],
+    metricsAddr: str('metricsAddr') ?? '127.0.0.1:9464',
+    logLevel: str('logLevel') ?? 'info',
+    maxConcurrentActivities: opts['maxConcurrentActivities'] as number,
+    maxConcurrentWorkflowTasks: opts['maxConcurrentWorkflowTasks'] as number,
+    progressRecheckSeconds: opts['progressRecheckSeconds'] as number,
+    resyncSeconds: opts['resyncSeconds'] as number,
+    coalesceMs: opts['coalesceMs'] as number,
+    registerSearchAttributes: opts['registerSearchAttributes'] !== false,
+  };
+  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle'] as const) {
+    const v = str(k);
+    if (v) cfg[k] = v;
+  }
+  if (Boolean(cfg.temporalTlsCert) !== Boolean(cfg.temporalTlsKey)) throw new Error('--temporal-tls-cert and --temporal-tls-key go together');
+  return cfg;
+}

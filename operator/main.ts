@@ -1,0 +1,148 @@
+import { KubeConfig } from '@kubernetes/client-node';
+import { Runtime, Worker, makeTelemetryFilterString, type Logger as SdkLogger, type LogLevel, type LogMetadata } from '@temporalio/worker';
+import { readFile } from 'node:fs/promises';
+import type { Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { createActivities } from '../activities/index.ts';
+import { Kube } from '../kube/client.ts';
+import { Watcher } from '../watcher/watcher.ts';
+import { searchAttributeKeys } from '../workflows/search-attributes.ts';
+import type { OperatorConfig } from './config.ts';
+import { createLogger, type Logger } from './log.ts';
+import { createMetrics } from './metrics.ts';
+import { startHttpServer } from './server.ts';
+import { connectClient, connectWorker } from './temporal.ts';
+import { freePort } from '../stack/processes.ts';
+
+/** A running operator: watcher and/or worker, and its HTTP endpoints. */
+export interface RunningOperator {
+  done: Promise<void>;
+  stop(): Promise<void>;
+  server: Server;
+}
+
+function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
+  const kc = new KubeConfig();
+  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+  else kc.loadFromDefault();
+  return kc;
+}
+
+/** Routes the Temporal SDK's own logs through our JSON logger. */
+function sdkLogger(log: Logger): SdkLogger {
+  const at = (level: 'trace' | 'debug' | 'info' | 'warn' | 'error') => (message: string, meta?: LogMetadata) => log[level](meta ?? {}, message);
+  return {
+    log: (level: LogLevel, message: string, meta?: LogMetadata) => log[level.toLowerCase() as 'info'](meta ?? {}, message),
+    trace: at('trace'), debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'),
+  };
+}
+
+async function registerSearchAttributes(cfg: OperatorConfig, log: Logger): Promise<void> {
+  const { connection } = await connectClient(cfg);
+  try {
+    const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: cfg.temporalNamespace });
+    const missing = searchAttributeKeys.filter((k) => !(k.name in (customAttributes ?? {})));
+    if (missing.length === 0) return;
+    // 2 = INDEXED_VALUE_TYPE_KEYWORD (the proto enum is CommonJS-only, see the SDK notes in docs/).
+    await connection.operatorService.addSearchAttributes({
+      namespace: cfg.temporalNamespace,
+      searchAttributes: Object.fromEntries(missing.map((k) => [k.name, 2])),
+    });
+    log.info({ added: missing.map((k) => k.name) }, 'registered search attributes');
+  } catch (err) {
+    // Temporal Cloud registers them through its own control plane; say what to do and carry on.
+    log.warn({ err: (err as Error).message }, 'could not register search attributes AppNamespace/AppName/AppPhase (Keyword); register them on the namespace, or the UI cannot filter by them');
+  } finally {
+    await connection.close();
+  }
+}
+
+/** Starts the operator as configured; resolves once it is running. */
+export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator> {
+  const log = createLogger(cfg.logLevel);
+  const metrics = createMetrics();
+  const kc = loadKubeConfig(cfg);
+  const stops: (() => Promise<void>)[] = [];
+  const runs: Promise<void>[] = [];
+  let watcher: Watcher | undefined;
+  let worker: Worker | undefined;
+
+  let workerMetricsUrl: string | undefined;
+  if (cfg.mode !== 'watcher') {
+    const port = await freePort();
+    workerMetricsUrl = `http://127.0.0.1:${port}/metrics`;
+    Runtime.install({
+      logger: sdkLogger(log.child({ component: 'temporal-sdk' })),
+      telemetryOptions: {
+        logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
+        metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } },
+      },
+    });
+  }
+
+  if (cfg.registerSearchAttributes) await registerSearchAttributes(cfg, log);
+
+  if (cfg.mode !== 'watcher') {
+    const connection = await connectWorker(cfg);
+    const kube = new Kube(kc);
+    const activities = createActivities({
+      kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
+      ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
+    });
+    const workflowSource = cfg.workflowBundle
+      ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }
+      : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) };
+    worker = await Worker.create({
+      connection, namespace: cfg.temporalNamespace, taskQueue: cfg.taskQueue, activities, ...workflowSource,
+      maxConcurrentActivityTaskExecutions: cfg.maxConcurrentActivities,
+      maxConcurrentWorkflowTaskExecutions: cfg.maxConcurrentWorkflowTasks,
+      shutdownGraceTime: '10s',
+    });
+    const w = worker;
+    runs.push(w.run().finally(() => connection.close()));
+    stops.push(async () => {
+      if (w.getState() === 'RUNNING') w.shutdown();
+      await runs[0]?.catch(() => undefined);
+    });
+    log.info({ taskQueue: cfg.taskQueue, namespace: cfg.temporalNamespace }, 'worker started');
+  }
+
+  if (cfg.mode !== 'worker') {
+    const { client, connection } = await connectClient(cfg);
+    watcher = new Watcher({
+      kc, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ component: 'watcher' }),
+      coalesceMs: cfg.coalesceMs,
+      loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
+      onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
+    });
+    const wt = watcher;
+    await wt.start();
+    stops.push(async () => {
+      await wt.stop();
+      await connection.close();
+    });
+    log.info({ namespaces: cfg.namespaces.length ? cfg.namespaces : 'all' }, 'watcher started');
+  }
+
+  const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
+    healthz: () => ({ ok: true, detail: 'ok' }),
+    readyz: () => {
+      const problems: string[] = [];
+      if (watcher && !watcher.synced) problems.push('watcher not synced');
+      if (worker && worker.getState() !== 'RUNNING') problems.push(`worker ${worker.getState()}`);
+      return { ok: problems.length === 0, detail: problems.join(', ') || 'ready' };
+    },
+  }, workerMetricsUrl);
+  log.info({ addr: cfg.metricsAddr }, 'serving /metrics, /healthz, /readyz');
+
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= (async () => {
+      for (const s of stops.reverse()) await s();
+      await new Promise<void>((r) => server.close(() => r()));
+    })();
+    return stopping;
+  };
+  const done = Promise.all(runs).then(() => undefined);
+  return { done, stop, server };
+}

@@ -1,0 +1,30 @@
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/** The operator's Prometheus metrics (SPEC §5); the Temporal worker's own are appended on /metrics. */
+export function createMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'application_operator_process_' });
+  return {
+    registry,
+    reconciliations: new Counter({
+      name: 'application_operator_reconciliations_total',
+      help: 'Reconcile passes, by Application and the phase they ended in',
+      labelNames: ['name', 'namespace', 'phase'] as const,
+      registers: [registry],
+    }),
+    reconcileDuration: new Histogram({
+      name: 'application_operator_reconciliation_duration_seconds',
+      help: 'Duration of one reconcile pass (the reconcile activity)',
+      buckets: [0.1, 0.5, 1, 2, 5, 10],
+      registers: [registry],
+    }),
+    signals: new Counter({
+      name: 'application_operator_watch_signals_total',
+      help: 'Signals the watcher sent to Application workflows, by reason and result',
+      labelNames: ['reason', 'result'] as const,
+      registers: [registry],
+    }),
+  };
+}
+
+export type Metrics = ReturnType<typeof createMetrics>;

@@ -1,0 +1,144 @@
+import type { Application, ApplicationStatus } from '../api/application.ts';
+import { ConditionType, Phase, Reason } from '../api/constants.ts';
+
+/** What the reconcile activity observed of the children that status is derived from. */
+export interface Observed {
+  deployment: ObservedDeployment | null;
+  service: ObservedService | null;
+}
+
+export interface ObservedDeployment {
+  metadata: { generation?: number };
+  spec?: { replicas?: number };
+  status?: {
+    observedGeneration?: number;
+    replicas?: number;
+    updatedReplicas?: number;
+    readyReplicas?: number;
+    availableReplicas?: number;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+}
+
+export interface ObservedService {
+  metadata: { name: string; namespace?: string };
+  spec?: { type?: string; clusterIP?: string; ports?: { name?: string; port: number; nodePort?: number }[] };
+  status?: { loadBalancer?: { ingress?: { ip?: string; hostname?: string }[] } };
+}
+
+/** A problem found before or while applying, reported instead of a healthy status. */
+export interface Failure {
+  reason: string;
+  message: string;
+}
+
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  observedGeneration?: number;
+  lastTransitionTime?: string;
+}
+
+/** Phase, a reason and a message for the stable workload, from the Deployment's own status. */
+export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observed, failure: Failure | null): { phase: Phase; reason: string; message: string } {
+  if (app.metadata.deletionTimestamp) return { phase: Phase.Deleting, reason: Reason.Deleting, message: 'removing children before releasing the finalizer' };
+  if (failure) return { phase: Phase.Failed, ...failure };
+  const d = observed.deployment;
+  if (!d?.status) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: 'waiting for the Deployment to report status' };
+  const desired = d.spec?.replicas ?? 1;
+  const s = d.status;
+  const progressing = s.conditions?.find((c) => c.type === 'Progressing');
+  if (progressing?.reason === 'ProgressDeadlineExceeded') {
+    return { phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: progressing.message ?? 'the Deployment exceeded its progress deadline' };
+  }
+  const available = s.availableReplicas ?? 0;
+  const updated = s.updatedReplicas ?? 0;
+  const rolledOut = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && updated >= desired && (s.replicas ?? 0) <= desired;
+  if (rolledOut && available >= desired) {
+    return { phase: Phase.Running, reason: Reason.AllReplicasReady, message: `${available}/${desired} replicas available` };
+  }
+  if (available === 0 && !rolledOut) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available` };
+  if (available === 0) return { phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/${desired} replicas available` };
+  return { phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated` };
+}
+
+/** Endpoints a user can reach the app at, from the Service. */
+export function endpointsOf(svc: ObservedService | null): string[] {
+  if (!svc?.spec) return [];
+  const ns = svc.metadata.namespace ?? 'default';
+  const out: string[] = [];
+  for (const p of svc.spec.ports ?? []) {
+    out.push(`${svc.metadata.name}.${ns}.svc:${p.port}`);
+    if (svc.spec.type === 'NodePort' && p.nodePort) out.push(`<node>:${p.nodePort}`);
+    for (const ing of svc.status?.loadBalancer?.ingress ?? []) out.push(`${ing.ip ?? ing.hostname}:${p.port}`);
+  }
+  return out;
+}
+
+function condition(type: string, on: boolean, reason: string, message: string, generation: number | undefined): Condition {
+  return { type, status: on ? 'True' : 'False', reason, message, ...(generation !== undefined ? { observedGeneration: generation } : {}) };
+}
+
+/** The conditions for a phase; InvalidSpec and Degraded carry the failure's reason. */
+export function decideConditions(phase: Phase, reason: string, message: string, generation: number | undefined): Condition[] {
+  const invalid = reason === Reason.InvalidSpec;
+  const failed = phase === Phase.Failed;
+  const running = phase === Phase.Running;
+  return [
+    condition(ConditionType.Ready, running, running ? Reason.AllReplicasReady : reason, message, generation),
+    condition(ConditionType.Progressing, phase === Phase.Pending || phase === Phase.Updating, running ? Reason.Reconciled : reason, message, generation),
+    condition(ConditionType.Degraded, failed, failed ? reason : Reason.Reconciled, failed ? message : 'no problems', generation),
+    condition(ConditionType.InvalidSpec, invalid, invalid ? Reason.InvalidSpec : Reason.ValidSpec, invalid ? message : 'spec is valid', generation),
+  ];
+}
+
+/** Carries lastTransitionTime over from the previous conditions unless a condition's status flipped. */
+export function withTransitionTimes(next: Condition[], previous: Condition[] | undefined, now: string): Condition[] {
+  return next.map((c) => {
+    const old = previous?.find((p) => p.type === c.type);
+    return { ...c, lastTransitionTime: old && old.status === c.status && old.lastTransitionTime ? old.lastTransitionTime : now };
+  });
+}
+
+/** Everything status says about the stable workload, without timestamps. */
+export function desiredStatus(
+  app: Pick<Application, 'metadata'>,
+  observed: Observed,
+  failure: Failure | null,
+  info: { workflowId: string; temporalUI?: string; observedGeneration: number | undefined },
+): Omit<ApplicationStatus, 'lastUpdateTime' | 'canary' | 'conditions'> & { conditions: Condition[] } {
+  const { phase, reason, message } = decidePhase(app, observed, failure);
+  const s = observed.deployment?.status;
+  return {
+    ...(info.observedGeneration !== undefined ? { observedGeneration: info.observedGeneration } : {}),
+    phase,
+    replicas: s?.replicas ?? 0,
+    readyReplicas: s?.readyReplicas ?? 0,
+    availableReplicas: s?.availableReplicas ?? 0,
+    selector: `app.kubernetes.io/name=${app.metadata.name}`,
+    conditions: decideConditions(phase, reason, message, info.observedGeneration),
+    endpoints: endpointsOf(observed.service),
+    workflowId: info.workflowId,
+    ...(info.temporalUI ? { temporalUI: info.temporalUI } : {}),
+  };
+}
+
+type LooseStatus = Record<string, unknown> & { conditions?: { type: string; lastTransitionTime?: string }[] };
+
+function comparable(status: LooseStatus | undefined): string {
+  if (!status) return '';
+  const { lastUpdateTime: _t, conditions, ...rest } = status;
+  const conds = (conditions ?? []).map(({ lastTransitionTime: _l, ...c }) => c).sort((a, b) => a.type.localeCompare(b.type));
+  return JSON.stringify({ ...sortKeys(rest), conditions: conds.map(sortKeys) });
+}
+
+function sortKeys<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined).sort(([a], [b]) => a.localeCompare(b))) as T;
+}
+
+/** True when writing `next` would change what `current` says (timestamps aside): status is patched only then. */
+export function statusChanged(current: LooseStatus | undefined, next: LooseStatus): boolean {
+  return comparable(current) !== comparable(next);
+}

@@ -1,0 +1,124 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { describe, test } from 'node:test';
+import { parse } from 'yaml';
+import { parseApplication } from '../../api/application.ts';
+import { CRD_NAME, GROUP, KIND, PLURAL, SHORT_NAME, SINGULAR, VERSION } from '../../api/constants.ts';
+import { specExamples } from '../fixtures/spec-examples.ts';
+import type { CreateExample, JsonObject } from '../fixtures/spec-examples.ts';
+
+interface Schema {
+  type?: string;
+  properties?: Record<string, Schema>;
+  additionalProperties?: Schema;
+  items?: Schema;
+  default?: unknown;
+  description?: string;
+  'x-kubernetes-validations'?: { rule: string; message: string }[];
+}
+
+const crd = parse(readFileSync(new URL('../../crds/application.yaml', import.meta.url), 'utf8')) as {
+  metadata: { name: string };
+  spec: {
+    group: string;
+    scope: string;
+    names: { kind: string; plural: string; singular: string; shortNames: string[] };
+    versions: {
+      name: string;
+      subresources: { status: object; scale: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath: string } };
+      additionalPrinterColumns: { name: string; jsonPath: string }[];
+      schema: { openAPIV3Schema: Schema };
+    }[];
+  };
+};
+const version = crd.spec.versions[0];
+assert.ok(version, 'the CRD has a version');
+const root = version.schema.openAPIV3Schema;
+const specSchema = root.properties?.spec;
+assert.ok(specSchema, 'the CRD has a spec schema');
+
+function walk(schema: Schema, path: string, visit: (schema: Schema, path: string) => void): void {
+  visit(schema, path);
+  for (const [name, child] of Object.entries(schema.properties ?? {})) walk(child, `${path}.${name}`, visit);
+  if (schema.items) walk(schema.items, `${path}[]`, visit);
+  if (schema.additionalProperties) walk(schema.additionalProperties, `${path}{}`, visit);
+}
+
+// The API server's structural defaulting (apiextensions-apiserver schema/defaulting), which also
+// defaults inside the defaults it has just set.
+function applyDefaults(value: unknown, schema: Schema | undefined): unknown {
+  if (schema === undefined) return value;
+  if (Array.isArray(value)) return value.map((item) => applyDefaults(item, schema.items));
+  if (value === null || typeof value !== 'object') return value;
+  const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
+  for (const [name, prop] of Object.entries(schema.properties ?? {})) {
+    if (out[name] === undefined && prop.default !== undefined) out[name] = structuredClone(prop.default);
+  }
+  for (const [name, child] of Object.entries(out)) {
+    out[name] = applyDefaults(child, schema.properties?.[name] ?? schema.additionalProperties);
+  }
+  return out;
+}
+
+describe('CRD', () => {
+  test('names the API as the constants do', () => {
+    assert.equal(crd.metadata.name, CRD_NAME);
+    assert.equal(crd.spec.group, GROUP);
+    assert.equal(crd.spec.scope, 'Namespaced');
+    assert.deepEqual(crd.spec.names, { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: SINGULAR, shortNames: [SHORT_NAME] });
+    assert.equal(version.name, VERSION);
+  });
+
+  test('serves status and scale subresources for kubectl scale', () => {
+    assert.deepEqual(version.subresources.status, {});
+    assert.deepEqual(version.subresources.scale, { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.replicas', labelSelectorPath: '.status.selector' });
+  });
+
+  test('prints phase, replicas, canary weight and age', () => {
+    const columns = Object.fromEntries(version.additionalPrinterColumns.map((c) => [c.name, c.jsonPath]));
+    assert.equal(columns.Phase, '.status.phase');
+    assert.equal(columns.Replicas, '.spec.replicas');
+    assert.equal(columns.Available, '.status.availableReplicas');
+    assert.equal(columns.Canary, '.status.canary.weight');
+    assert.equal(columns.Image, '.spec.image');
+    assert.equal(columns.Age, '.metadata.creationTimestamp');
+  });
+
+  test('describes every spec field for kubectl explain', () => {
+    const undocumented: string[] = [];
+    walk(specSchema, 'spec', (schema, path) => {
+      // Map values and scalar list items are explained by their map or list.
+      const explainedByParent = path.endsWith('{}') || (path.endsWith('[]') && schema.type !== 'object');
+      if (!schema.description && !explainedByParent) undocumented.push(path);
+    });
+    assert.deepEqual(undocumented, []);
+  });
+
+  test('every CEL rule is broken by at least one example', () => {
+    const messages: string[] = [];
+    walk(root, '', (schema) => messages.push(...(schema['x-kubernetes-validations'] ?? []).map((v) => v.message)));
+    const expected = specExamples.flatMap((e) => (e.valid || e.messageIncludes === undefined ? [] : [e.messageIncludes]));
+    const untested = messages.filter((m) => !expected.some((fragment) => m.includes(fragment)));
+    assert.deepEqual(untested, []);
+  });
+
+  test("every expected message is a CEL message or the API server's own wording", () => {
+    const messages: string[] = [];
+    walk(root, '', (schema) => messages.push(...(schema['x-kubernetes-validations'] ?? []).map((v) => v.message)));
+    const serverWording = ['Required value', 'Duplicate value', 'Unsupported value', 'should be greater than or equal to', 'should be less than or equal to', 'must have at most'];
+    for (const example of specExamples) {
+      const fragment = example.messageIncludes;
+      if (fragment === undefined) continue;
+      assert.ok(messages.some((m) => m.includes(fragment)) || serverWording.some((w) => fragment.startsWith(w)), `${example.name}: ${fragment}`);
+    }
+  });
+
+  const validCreates = specExamples.filter((e): e is CreateExample => !e.transition && e.valid);
+  for (const example of validCreates) {
+    test(`defaults ${example.name} exactly as the zod model does`, () => {
+      const parsed = parseApplication(example.app);
+      assert.ok(parsed.ok);
+      assert.deepEqual(applyDefaults((example.app as { spec: JsonObject }).spec, specSchema), parsed.app.spec);
+    });
+  }
+});

@@ -1,0 +1,2 @@
+// The workflows a worker registers.
+export { applicationWorkflow } from './application.ts';
