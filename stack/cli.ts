@@ -1,6 +1,7 @@
 import { Command } from 'commander';
 import { resolve } from 'node:path';
 import { buildAll } from './build.ts';
+import { demo, stopDemoOperator } from './demo.ts';
 import { down, envLines, readStack, status, up } from './stack.ts';
 
 const defaultStateDir = process.env['STACK_STATE_DIR'] ?? resolve(import.meta.dirname, '..', '.state', 'stack');
@@ -33,6 +34,7 @@ program.command('down')
   .description('stop the servers this script started (by pid)')
   .option('--purge', 'also delete the state folder (etcd data, Temporal database, logs)')
   .action(async (o: { purge?: boolean }) => {
+    await stopDemoOperator(stateDir());
     await down(stateDir(), { purge: o.purge ?? false });
     console.log('stack down');
   });
@@ -48,6 +50,12 @@ program.command('status')
     }
     for (const r of rows) console.log(`${r.name.padEnd(24)} ${(r.running ? 'running' : 'stopped').padEnd(8)} pid ${String(r.pid ?? '-').padEnd(8)} ports ${r.ports.join(',') || '-'}`);
     if (rows.some((r) => !r.running)) process.exitCode = 1;
+  });
+
+program.command('demo')
+  .description('up, then run the operator on it and apply samples/demo-app.yaml until it is Running')
+  .action(async () => {
+    await demo(stateDir());
   });
 
 program.command('env')

@@ -1,0 +1,63 @@
+// `npm run demo`: the local stack, the operator on it, and the seed's sample app reaching Running.
+import { spawn } from 'node:child_process';
+import { openSync, closeSync } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { buildAll } from './build.ts';
+import { isOurs, stopPid } from './processes.ts';
+import { envLines, kubectl, up, type StackInfo } from './stack.ts';
+
+const root = resolve(import.meta.dirname, '..');
+const operatorPidFile = (info: StackInfo) => join(info.stateDir, 'operator.pid');
+const nodeBin = process.execPath;
+
+/** Starts the operator detached (so it keeps running after the demo command returns), replacing an earlier one. */
+async function startOperator(info: StackInfo): Promise<{ pid: number; log: string }> {
+  const old = Number(await readFile(operatorPidFile(info), 'utf8').catch(() => '0'));
+  if (old) await stopPid(old, nodeBin);
+  const log = join(info.stateDir, 'logs', 'operator.log');
+  const fd = openSync(log, 'a');
+  const child = spawn(nodeBin, [
+    join(root, 'bin', 'application-operator.ts'), 'run',
+    `--kubeconfig=${info.kubeconfig}`, `--temporal-address=${info.temporalAddress}`, `--temporal-ui-url=${info.temporalUiUrl}`,
+    '--metrics-addr=127.0.0.1:29464',
+  ], { detached: true, stdio: ['ignore', fd, fd], cwd: root });
+  closeSync(fd);
+  child.unref();
+  if (!child.pid) throw new Error('could not start the operator');
+  await writeFile(operatorPidFile(info), String(child.pid));
+  for (let i = 0; i < 120; i++) {
+    const ok = await fetch('http://127.0.0.1:29464/readyz').then((r) => r.ok, () => false);
+    if (ok) return { pid: child.pid, log };
+    if (!isOurs(child.pid, nodeBin)) throw new Error(`the operator exited; see ${log}`);
+    await sleep(500);
+  }
+  throw new Error(`the operator did not become ready; see ${log}`);
+}
+
+/** Stops the demo's operator, if one runs. */
+export async function stopDemoOperator(stateDir: string): Promise<void> {
+  const pid = Number(await readFile(join(stateDir, 'operator.pid'), 'utf8').catch(() => '0'));
+  if (pid) await stopPid(pid, nodeBin);
+}
+
+/** Runs the whole demo and prints where to look. */
+export async function demo(stateDir: string): Promise<void> {
+  await buildAll();
+  const info = await up({ stateDir });
+  const op = await startOperator(info);
+  console.log(`operator running (pid ${op.pid}, log ${op.log}, metrics http://127.0.0.1:29464/metrics)`);
+  await kubectl(info, ['apply', '-f', join(root, 'samples', 'demo-app.yaml')]);
+  console.log('applied samples/demo-app.yaml; waiting for phase Running...');
+  let phase = '';
+  for (let i = 0; i < 240 && phase !== 'Running'; i++) {
+    phase = (await kubectl(info, ['get', 'application', 'demo-app', '-o', 'jsonpath={.status.phase}']).catch(() => '')).trim();
+    if (phase !== 'Running') await sleep(500);
+  }
+  if (phase !== 'Running') throw new Error(`demo-app did not reach Running (phase: ${phase || 'none'}); see ${op.log}`);
+  console.log(await kubectl(info, ['get', 'application', 'demo-app', '-o', 'wide']));
+  console.log(await kubectl(info, ['get', 'deployment,service,hpa,virtualservice,destinationrule', '-l', 'app.kubernetes.io/name=demo-app']));
+  const wf = (await kubectl(info, ['get', 'application', 'demo-app', '-o', 'jsonpath={.status.temporalUI}'])).trim();
+  console.log(`Temporal UI: ${info.temporalUiUrl}\nThis app's workflow: ${wf}\n\nTo use kubectl and the CLI against the stack:\n${envLines(info)}\n\nStop everything: npm run stack -- down`);
+}
