@@ -6,7 +6,9 @@ import type { ObjectRef } from '../kube/resources.ts';
 import { renderChildren } from '../render/index.ts';
 import { desiredStatus, statusChanged, withTransitionTimes, type Condition, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../workflows/messages.ts';
+import { rolloutKey, rolloutPlan } from '../reconcile/canary-plan.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
+import { recordEvent } from './events.ts';
 
 type RawApplication = KubeObject & {
   metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[] };
@@ -36,7 +38,8 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
 
   const parsed = parseApplication(raw);
   if (!parsed.ok) {
-    await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.InvalidSpec, message: parsed.message }, generation);
+    const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.InvalidSpec, message: parsed.message }, generation);
+    if (written) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.InvalidSpec, message: parsed.message });
     throw ApplicationFailure.nonRetryable(`spec of ${input.namespace}/${input.name} (generation ${generation}) is invalid: ${parsed.message}`, 'InvalidSpec');
   }
   const app = parsed.app;
@@ -45,8 +48,12 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
   const applied: string[] = [];
   const removed: string[] = [];
   if (input.apply) {
-    const { apply: children, absent } = renderChildren(app);
-    const apply = children.map((c) => c.object as KubeObject);
+    const desired = renderChildren(app);
+    // During a rollout the canary Deployment and the Istio routes belong to the rollout workflow.
+    const rolloutOwned = (kind: string, name: string) => input.rolloutActive === true
+      && (kind === 'VirtualService' || kind === 'DestinationRule' || (kind === 'Deployment' && name === canaryName(app)));
+    const apply = desired.apply.map((c) => c.object as KubeObject).filter((o) => !rolloutOwned(o.kind, o.metadata.name));
+    const absent = desired.absent.filter((r) => !rolloutOwned(r.kind, r.name));
     const specChanged = raw.status?.observedGeneration !== generation;
     try {
       if (specChanged) {
@@ -59,10 +66,14 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
       }
     } catch (err) {
       if (err instanceof KubeError && err.permanent) {
-        await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.ApplyFailed, message: err.message }, generation);
+        const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.ApplyFailed, message: err.message }, generation);
+        if (written) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.ApplyFailed, message: err.message });
         throw ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, 'ApplyRejected');
       }
       throw err;
+    }
+    if (specChanged) {
+      await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: 'ChildrenApplied', message: `generation ${generation}: applied ${applied.join(', ')}` });
     }
     for (const ref of absent) {
       // Only what this Application controls: a same-named object someone else made is left alone.
@@ -75,7 +86,11 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
   const observed = await observe(deps, app);
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
   const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration);
+  const plan = rolloutPlan(app);
+  const last = app.status?.canary;
   return {
+    ...(plan ? { canary: plan } : {}),
+    ...(last?.version && last.image && last.phase ? { lastRollout: { key: rolloutKey(last.version, last.image), phase: last.phase } } : {}),
     outcome: 'reconciled', uid,
     ...(generation !== undefined ? { generation } : {}),
     ...(status.phase ? { phase: status.phase } : {}),

@@ -1,9 +1,11 @@
 #!/usr/bin/env node
-// The operator's command line: `run` starts the watcher and/or a worker; the other commands talk to an
-// Application's workflow through Temporal.
-import { Command } from 'commander';
+// The operator's command line: `run` starts the watcher and/or a worker; promote, abort, pause, resume and status
+// talk to an Application's workflows through Temporal (also as the kubectl plugin `kubectl app ...`).
+import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
 import { runOperator } from '../operator/main.ts';
+import { connectClient } from '../operator/temporal.ts';
+import { appStatus, control, defaultNamespace, formatRollout, type ControlAction } from './control.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
@@ -15,7 +17,51 @@ withOperatorOptions(program.command('run').description('run the operator (watche
   await running.done;
 });
 
+const actions: Record<ControlAction, string> = {
+  promote: 'promote the running canary: stable takes its image, then all traffic returns to stable and the canary is removed',
+  abort: 'abort the running canary: all traffic back to stable first, then the canary is removed',
+  pause: 'hold the running canary at its current step (health gates keep running)',
+  resume: 'continue a paused canary (or end a pause step that waits for it)',
+};
+
+const withTarget = (cmd: Command) => withOperatorOptions(cmd)
+  .argument('<app>', 'Application name')
+  .addOption(new Option('-n, --namespace <ns>', 'namespace of the Application (default: the kubeconfig context\'s)'));
+
+for (const [action, description] of Object.entries(actions) as [ControlAction, string][]) {
+  withTarget(program.command(action).description(description))
+    .option('--reason <text>', 'why (recorded in status and history)')
+    .action(async (app: string, opts: Record<string, unknown>) => {
+      const { client, connection } = await connectClient(operatorConfig(opts));
+      try {
+        const state = await control(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), app, opts['reason'] as string | undefined);
+        console.log(`${action} accepted\n${formatRollout(state)}`);
+      } finally {
+        await connection.close();
+      }
+    });
+}
+
+withTarget(program.command('status').description("show the Application's workflow and its canary rollout"))
+  .option('-o, --output <format>', 'text or json', 'text')
+  .action(async (app: string, opts: Record<string, unknown>) => {
+    const ns = (opts['namespace'] as string | undefined) ?? defaultNamespace();
+    const { client, connection } = await connectClient(operatorConfig(opts));
+    try {
+      const s = await appStatus(client, ns, app);
+      if (opts['output'] === 'json') {
+        console.log(JSON.stringify(s, null, 2));
+        return;
+      }
+      if (!s.app) console.log(`${ns}/${app}: no running workflow`);
+      else console.log(`${ns}/${app}: ${s.app.phase ?? 'unknown'} (generation ${s.app.generation ?? '?'}, ${s.app.passes} reconcile passes) ${s.app.message ?? ''}`);
+      console.log(s.rollout ? `${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}` : 'no canary rollout');
+    } finally {
+      await connection.close();
+    }
+  });
+
 program.parseAsync().catch((err: unknown) => {
-  console.error(JSON.stringify({ level: 'fatal', msg: err instanceof Error ? err.message : String(err) }));
+  console.error(`error: ${err instanceof Error ? err.message : String(err)}`);
   process.exit(1);
 });

@@ -16,7 +16,9 @@ export class KubeError extends Error {
 
   /** True when retrying the same request cannot succeed (the request itself is wrong). */
   get permanent(): boolean {
-    return this.status === 400 || this.status === 422 || this.status === 415;
+    // Server-side apply answers a field the schema does not declare with a 500 that no retry can fix.
+    const badPatch = this.status === 500 && this.message.includes('failed to create typed patch object');
+    return this.status === 400 || this.status === 422 || this.status === 415 || badPatch;
   }
 }
 

@@ -1,2 +1,3 @@
 // The workflows a worker registers.
 export { applicationWorkflow } from './application.ts';
+export { canaryRolloutWorkflow } from './rollout.ts';

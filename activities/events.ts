@@ -1,0 +1,36 @@
+import { randomBytes } from 'node:crypto';
+import { hostname } from 'node:os';
+import { API_VERSION, KIND } from '../api/constants.ts';
+import type { Kube } from '../kube/client.ts';
+
+export interface EventInput {
+  namespace: string;
+  name: string;
+  uid?: string;
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+  action?: string;
+}
+
+/** Records a Kubernetes Event (events.k8s.io/v1) on an Application, shown by `kubectl describe`. Best effort: never fails a reconcile. */
+export async function recordEvent(kube: Kube, e: EventInput): Promise<void> {
+  const now = new Date().toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
+  try {
+    await kube.create({
+      apiVersion: 'events.k8s.io/v1', kind: 'Event',
+      // Named like kubectl's events (<object>.<unique suffix>); generateName rejects a trailing dot.
+      metadata: { name: `${e.name}.${Date.now().toString(16)}${randomBytes(4).toString('hex')}`, namespace: e.namespace },
+      eventTime: now,
+      reportingController: 'myapp.example.com/application-operator',
+      reportingInstance: hostname(),
+      action: e.action ?? e.reason,
+      reason: e.reason,
+      note: e.message.slice(0, 1024),
+      type: e.type,
+      regarding: { apiVersion: API_VERSION, kind: KIND, name: e.name, namespace: e.namespace, ...(e.uid ? { uid: e.uid } : {}) },
+    }, `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(e.namespace)}/events`);
+  } catch {
+    // Events are a courtesy to kubectl describe; losing one must not fail or retry the work it describes.
+  }
+}

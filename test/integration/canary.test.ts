@@ -1,0 +1,159 @@
+// Canary rollouts end to end: a real operator, real Istio CRDs, kwok pods (an unready image for the bad canary).
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { unreadyImage } from '../../stack/stack.ts';
+import { control } from '../../bin/control.ts';
+import { promoteUpdate, rolloutQuery, rolloutWorkflowId } from '../../workflows/messages.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
+import { recordRoutes, routeWeights } from '../harness/canary.ts';
+import { kube, testNamespace } from '../harness/k8s.ts';
+import { startOperator, type OperatorProcess } from '../harness/operator.ts';
+import { eventually } from '../harness/wait.ts';
+
+const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
+const gates = { interval: '1s', failureThreshold: 3 };
+const meshApp = (ns: string, name: string, canary?: Json) => appManifest(ns, name, {
+  image: 'nginx:1.25', replicas: 2,
+  serviceMesh: { enabled: true, ...(canary ? { canary: { healthGates: gates, ...canary } } : {}) },
+});
+const vsOf = (ns: string, name: string) => getObject('networking.istio.io/v1', 'VirtualService', ns, name);
+const drOf = (ns: string, name: string) => getObject('networking.istio.io/v1', 'DestinationRule', ns, name);
+
+async function waitWeights(ns: string, name: string, canary: number): Promise<void> {
+  await waitForObject(`${name} VirtualService at canary ${canary}%`, () => vsOf(ns, name), (vs) => routeWeights(vs)?.canary === canary && routeWeights(vs)?.stable === 100 - canary);
+}
+
+async function waitCanaryPhase(ns: string, name: string, phase: string, timeoutMs = 90_000): Promise<Json> {
+  return (await waitForObject(`${name} canary phase ${phase}`, () => getApp(ns, name), (a) => a?.status?.canary?.phase === phase, timeoutMs))!;
+}
+
+/** The steady state after a rollout ends: all traffic on stable, no canary subset, no canary Deployment. */
+async function assertSteadyState(ns: string, name: string): Promise<void> {
+  await waitForObject(`${name}-canary Deployment removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
+  const vs = await vsOf(ns, name);
+  assert.deepEqual({ ...routeWeights(vs) }, { stable: 100, canary: 0, total: 100 }, 'read back: all traffic on stable');
+  const dr = await drOf(ns, name);
+  assert.deepEqual(dr!.spec.subsets.map((s: Json) => s.name), ['stable']);
+}
+
+describe('canary rollouts', () => {
+  let ns: { name: string; cleanup: () => Promise<void> };
+  let op: OperatorProcess;
+  let routes: ReturnType<typeof recordRoutes>;
+
+  before(async () => {
+    ns = await testNamespace('canary');
+    op = await startOperator({ namespaces: [ns.name] });
+    routes = recordRoutes(ns.name);
+  });
+  after(async () => {
+    await op?.stop();
+    await closeTemporal();
+    await ns?.cleanup();
+  });
+
+  it('seed flow: weight 20 splits traffic 80/20; a Temporal signal promotes; the CR is left consistent', async () => {
+    await apply(meshApp(ns.name, 'seed'));
+    await waitForPhase(ns.name, 'seed', 'Running');
+    await apply(meshApp(ns.name, 'seed', { enabled: true, canaryVersion: 'v2', weight: 20 }));
+    await waitWeights(ns.name, 'seed', 20);
+    const canary = await getDeployment(ns.name, 'seed-canary');
+    assert.equal(canary!.spec.template.metadata.labels.version, 'v2');
+    assert.equal(canary!.spec.template.spec.containers[0].image, 'nginx:v2');
+    const dr = await drOf(ns.name, 'seed');
+    assert.deepEqual(dr!.spec.subsets.map((s: Json) => [s.name, s.labels.version]), [['stable', 'stable'], ['canary', 'v2']]);
+    const paused = await waitCanaryPhase(ns.name, 'seed', 'Paused');
+    assert.equal(paused.status.canary.weight, 20);
+
+    const client = await temporalClient();
+    await client.workflow.getHandle(rolloutWorkflowId(ns.name, 'seed')).signal('promote');
+    const done = await waitCanaryPhase(ns.name, 'seed', 'Promoted');
+    assert.equal(done.spec.image, 'nginx:v2', 'the spec now says what runs');
+    assert.equal(done.spec.serviceMesh.canary.enabled, false);
+    await assertSteadyState(ns.name, 'seed');
+    const stable = await getDeployment(ns.name, 'seed');
+    assert.equal(stable!.spec.template.spec.containers[0].image, 'nginx:v2');
+    // No later reconcile reverts the promotion.
+    await kube(['-n', ns.name, 'annotate', 'application', 'seed', 'touch=1']);
+    await sleep(1500);
+    assert.equal((await getDeployment(ns.name, 'seed'))!.spec.template.spec.containers[0].image, 'nginx:v2');
+    assert.equal(await getDeployment(ns.name, 'seed-canary'), null);
+  });
+
+  it('abort restores all traffic to stable (read back), removes the canary, says who, and does not restart', async () => {
+    await apply(meshApp(ns.name, 'abort', { enabled: true, canaryVersion: 'v3', weight: 30 }));
+    await waitWeights(ns.name, 'abort', 30);
+    await waitCanaryPhase(ns.name, 'abort', 'Paused');
+    await control(await temporalClient(), 'pause', ns.name, 'abort');
+    await assert.rejects(control(await temporalClient(), 'pause', ns.name, 'abort'), /pause rejected: the rollout is already paused/);
+    const state = await control(await temporalClient(), 'abort', ns.name, 'abort', 'bad metrics');
+    assert.equal(state.key, 'v3|nginx:v3');
+    const app = await waitCanaryPhase(ns.name, 'abort', 'Aborted');
+    assert.match(app.status.canary.abortedBy, /@/);
+    assert.match(app.status.canary.reason, /bad metrics/);
+    await assertSteadyState(ns.name, 'abort');
+    assert.equal((await getDeployment(ns.name, 'abort'))!.spec.template.spec.containers[0].image, 'nginx:1.25');
+    await sleep(3000);
+    assert.equal(await getDeployment(ns.name, 'abort-canary'), null, 'the same canary did not restart');
+    assert.equal((await getApp(ns.name, 'abort'))!.status.canary.phase, 'Aborted');
+    await assert.rejects(control(await temporalClient(), 'promote', ns.name, 'abort'), /no canary rollout is running|already Aborted/);
+  });
+
+  it('steps with timed pauses proceed on their own and promote at the end', async () => {
+    await apply(meshApp(ns.name, 'steps', {
+      enabled: true, canaryVersion: 'v4',
+      steps: [{ setWeight: 25 }, { pause: { duration: '2s' } }, { setWeight: 60 }, { pause: { duration: '2s' } }],
+    }));
+    await waitWeights(ns.name, 'steps', 25);
+    const q = await (await temporalClient()).workflow.getHandle(rolloutWorkflowId(ns.name, 'steps')).query(rolloutQuery);
+    assert.equal(q?.totalSteps, 4);
+    await waitWeights(ns.name, 'steps', 60);
+    const done = await waitCanaryPhase(ns.name, 'steps', 'Promoted');
+    assert.equal(done.spec.image, 'nginx:v4');
+    await assertSteadyState(ns.name, 'steps');
+  });
+
+  it('an indefinite pause waits for promote (sent as an update), and the query tells the time left in a timed pause', async () => {
+    await apply(meshApp(ns.name, 'hold', {
+      enabled: true, canaryVersion: 'v5', steps: [{ setWeight: 10 }, { pause: { duration: '1h' } }, { pause: {} }],
+    }));
+    await waitCanaryPhase(ns.name, 'hold', 'Paused');
+    const handle = (await temporalClient()).workflow.getHandle(rolloutWorkflowId(ns.name, 'hold'));
+    const timed = await handle.query(rolloutQuery);
+    assert.ok(timed!.pauseRemainingMs! > 3_500_000 && timed!.pauseRemainingMs! <= 3_600_000, `time left ${timed!.pauseRemainingMs}`);
+    await control(await temporalClient(), 'resume', ns.name, 'hold');
+    await eventually('indefinite pause', async () => ((await handle.query(rolloutQuery))?.step === 2 ? true : undefined));
+    await sleep(3000);
+    assert.equal((await getApp(ns.name, 'hold'))!.status.canary.phase, 'Paused', 'still waiting for promote');
+    await handle.executeUpdate(promoteUpdate, { args: [{ by: 'test' }] });
+    await waitCanaryPhase(ns.name, 'hold', 'Promoted');
+    await assertSteadyState(ns.name, 'hold');
+  });
+
+  it('rolls a bad canary back by itself, never routing to it, and says why', async () => {
+    await apply(meshApp(ns.name, 'bad', { enabled: true, canaryVersion: 'bad', image: unreadyImage, steps: [{ setWeight: 50 }, { pause: {} }] }));
+    const app = await waitCanaryPhase(ns.name, 'bad', 'RolledBack');
+    assert.match(app.status.canary.reason, /health gate failed 3 times.*0\/1 canary replicas ready/);
+    await assertSteadyState(ns.name, 'bad');
+    const events = await kube(['-n', ns.name, 'get', 'events', '--field-selector', 'involvedObject.name=bad', '-o', 'jsonpath={.items[*].reason}']);
+    assert.match(events, /CanaryRolledBack/);
+  });
+
+  it('deleting the Application mid-rollout cleans up the canary and releases the finalizer', async () => {
+    await apply(meshApp(ns.name, 'delme', { enabled: true, canaryVersion: 'v6', weight: 40 }));
+    await waitWeights(ns.name, 'delme', 40);
+    await kube(['-n', ns.name, 'delete', 'application', 'delme', '--wait=true', '--timeout=60s']);
+    assert.equal(await getApp(ns.name, 'delme'), null);
+    assert.equal(await getDeployment(ns.name, 'delme-canary'), null);
+    const client = await temporalClient();
+    const d = await client.workflow.getHandle(rolloutWorkflowId(ns.name, 'delme')).describe();
+    assert.notEqual(d.status.name, 'RUNNING');
+  });
+
+  it('every VirtualService written in this file summed to 100 and never routed to a canary without ready pods', async () => {
+    const { seen, violations } = await routes.stop();
+    assert.ok(seen >= 10, `observed ${seen} VirtualService versions`);
+    assert.deepEqual(violations, []);
+  });
+});
