@@ -1,0 +1,112 @@
+// Disruptive: SIGKILLs the operator and restarts the run's Temporal server in the middle of rollouts. Each rollout
+// must end exactly where it would have without the fault.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { startServer, stopServer } from '../../stack/stack.ts';
+import { control } from '../../bin/control.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
+import { recordRoutes, routeWeights } from '../harness/canary.ts';
+import { ownStack } from '../harness/env.ts';
+import { kube, testNamespace } from '../harness/k8s.ts';
+import { startOperator, type OperatorProcess } from '../harness/operator.ts';
+import { eventually } from '../harness/wait.ts';
+
+const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
+const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, name, {
+  image: 'nginx:1.25', replicas: 1,
+  serviceMesh: { enabled: true, canary: { enabled: true, healthGates: { interval: '1s', failureThreshold: 3 }, ...canary } },
+});
+
+async function canaryPhase(ns: string, name: string): Promise<Json | undefined> {
+  return (await getApp(ns, name))?.status?.canary;
+}
+
+async function assertPromoted(ns: string, name: string, image: string): Promise<void> {
+  const app = await waitForObject(`${name} promoted`, () => getApp(ns, name), (a) => a?.status?.canary?.phase === 'Promoted', 120_000);
+  assert.equal(app!.spec.image, image);
+  assert.equal(app!.spec.serviceMesh.canary.enabled, false);
+  await waitForObject(`${name}-canary removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
+  const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns, name);
+  assert.deepEqual({ ...routeWeights(vs) }, { stable: 100, canary: 0, total: 100 });
+  const dr = await getObject('networking.istio.io/v1', 'DestinationRule', ns, name);
+  assert.deepEqual(dr!.spec.subsets.map((s: Json) => s.name), ['stable']);
+  assert.equal((await getDeployment(ns, name))!.spec.template.spec.containers[0].image, image);
+  await waitForPhase(ns, name, 'Running');
+}
+
+describe('rollouts survive crashes', () => {
+  let ns: { name: string; cleanup: () => Promise<void> };
+  let op: OperatorProcess;
+  let routes: ReturnType<typeof recordRoutes>;
+
+  before(async () => {
+    ns = await testNamespace('crashproof');
+    op = await startOperator({ namespaces: [ns.name] });
+    routes = recordRoutes(ns.name);
+  });
+  after(async () => {
+    await op?.stop();
+    await closeTemporal();
+    await ns?.cleanup();
+  });
+
+  it('SIGKILL during a timed pause: the pause still ends on time and the rollout promotes', async () => {
+    await apply(canaryApp(ns.name, 'pause', { canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: { duration: '6s' } }, { setWeight: 50 }, { pause: { duration: '1s' } }] }));
+    await eventually('paused at step 2', async () => ((await canaryPhase(ns.name, 'pause'))?.phase === 'Paused' ? true : undefined), { timeoutMs: 60_000 });
+    await op.stop('SIGKILL');
+    await sleep(7000);
+    await op.restart();
+    await assertPromoted(ns.name, 'pause', 'nginx:v2');
+  });
+
+  it('SIGKILL right after the weight write, before the next gate check: the rollout carries on', async () => {
+    await apply(canaryApp(ns.name, 'weight', { canaryVersion: 'v3', steps: [{ setWeight: 30 }, { pause: { duration: '2s' } }] }));
+    await eventually('VirtualService at 30%', async () => (routeWeights(await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'weight'))?.canary === 30 ? true : undefined), { intervalMs: 20, timeoutMs: 60_000 });
+    await op.stop('SIGKILL');
+    await sleep(1000);
+    await op.restart();
+    await assertPromoted(ns.name, 'weight', 'nginx:v3');
+  });
+
+  it('SIGKILL during promote: the promotion completes', async () => {
+    await apply(canaryApp(ns.name, 'promo', { canaryVersion: 'v4', weight: 20 }));
+    await eventually('paused for promote', async () => ((await canaryPhase(ns.name, 'promo'))?.phase === 'Paused' ? true : undefined), { timeoutMs: 60_000 });
+    await control(await temporalClient(), 'promote', ns.name, 'promo');
+    await eventually('promoting', async () => (['Promoting', 'Promoted'].includes((await canaryPhase(ns.name, 'promo'))?.phase) ? true : undefined), { intervalMs: 20 });
+    await op.stop('SIGKILL');
+    await sleep(1000);
+    await op.restart();
+    await assertPromoted(ns.name, 'promo', 'nginx:v4');
+  });
+
+  it('SIGKILL after an abort was accepted: the compensation finishes and traffic is back on stable', async () => {
+    await apply(canaryApp(ns.name, 'abort', { canaryVersion: 'v5', weight: 40 }));
+    await eventually('paused', async () => ((await canaryPhase(ns.name, 'abort'))?.phase === 'Paused' ? true : undefined), { timeoutMs: 60_000 });
+    await control(await temporalClient(), 'abort', ns.name, 'abort', 'crash test');
+    await op.stop('SIGKILL');
+    await op.restart();
+    await waitForObject('aborted', () => getApp(ns.name, 'abort'), (a) => a?.status?.canary?.phase === 'Aborted', 90_000);
+    await waitForObject('abort-canary removed', () => getDeployment(ns.name, 'abort-canary'), (d) => d === null);
+    const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'abort');
+    assert.deepEqual({ ...routeWeights(vs) }, { stable: 100, canary: 0, total: 100 });
+    assert.equal((await getApp(ns.name, 'abort'))!.spec.image, 'nginx:1.25');
+  });
+
+  it('a Temporal server restart (same SQLite file) mid-rollout: the rollout promotes', async () => {
+    const stack = await ownStack();
+    await apply(canaryApp(ns.name, 'temporal', { canaryVersion: 'v6', steps: [{ setWeight: 20 }, { pause: { duration: '5s' } }, { setWeight: 40 }, { pause: { duration: '1s' } }] }));
+    await eventually('paused at step 2', async () => ((await canaryPhase(ns.name, 'temporal'))?.phase === 'Paused' ? true : undefined), { timeoutMs: 60_000 });
+    await closeTemporal();
+    await stopServer(stack, 'temporal', 'SIGKILL');
+    await sleep(2000);
+    await startServer(stack, 'temporal');
+    await assertPromoted(ns.name, 'temporal', 'nginx:v6');
+  });
+
+  it('through all of it, every VirtualService summed to 100 and never routed to a canary without ready pods', async () => {
+    const { seen, violations } = await routes.stop();
+    assert.ok(seen >= 10, `observed ${seen} VirtualService versions`);
+    assert.deepEqual(violations, []);
+  });
+});
