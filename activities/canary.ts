@@ -1,4 +1,4 @@
-import { ApplicationFailure, heartbeat } from '@temporalio/activity';
+import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
 import { API_VERSION, CANARY_SUBSET, FIELD_MANAGER, KIND, LABEL_NAME, LABEL_VERSION, STABLE_SUBSET, canaryName, childName } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
@@ -168,4 +168,19 @@ export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusI
     throw err;
   }
   if (input.event) await recordEvent(deps.kube, { namespace: input.namespace, name: input.name, ...input.event });
+  const { phase } = input.status;
+  deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: activityWorkflowId(), canary: input.status.version })
+    .info({ phase, step: input.status.step, weight: input.status.weight }, input.status.message);
+  if (phase === 'Promoted' || phase === 'Aborted' || phase === 'RolledBack' || phase === 'Failed') {
+    deps.metrics?.rollouts.inc({ outcome: phase });
+    deps.metrics?.rolloutDuration.observe({ outcome: phase }, (Date.now() - Date.parse(input.status.startedAt)) / 1000);
+  }
+}
+
+function activityWorkflowId(): string | undefined {
+  try {
+    return Context.current().info.workflowExecution?.workflowId;
+  } catch {
+    return undefined;
+  }
 }

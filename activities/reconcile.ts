@@ -26,6 +26,17 @@ const describeRef = (o: { kind: string; metadata?: { name: string }; name?: stri
  * when it changed.
  */
 export async function reconcileApplication(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
+  const started = performance.now();
+  const result = await reconcilePass(deps, input);
+  const phase = result.phase ?? (result.outcome === 'reconciled' ? 'Unknown' : result.outcome);
+  deps.metrics?.reconciliations.inc({ name: input.name, namespace: input.namespace, phase });
+  deps.metrics?.reconcileDuration.observe((performance.now() - started) / 1000);
+  deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId, generation: result.generation })
+    .info({ outcome: result.outcome, phase: result.phase, applied: result.applied, removed: result.removed, statusWritten: result.statusWritten }, 'reconciled');
+  return result;
+}
+
+async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
   const { kube } = deps;
   const raw = await kube.get<RawApplication>(appRef(input.namespace, input.name));
   if (!raw) return { outcome: 'gone' };
@@ -40,6 +51,8 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
   if (!parsed.ok) {
     const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.InvalidSpec, message: parsed.message }, generation);
     if (written) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.InvalidSpec, message: parsed.message });
+    deps.metrics?.reconciliations.inc({ name: input.name, namespace: input.namespace, phase: 'Failed' });
+    deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId, generation }).warn({ reason: Reason.InvalidSpec, message: parsed.message }, 'invalid spec');
     throw ApplicationFailure.nonRetryable(`spec of ${input.namespace}/${input.name} (generation ${generation}) is invalid: ${parsed.message}`, 'InvalidSpec');
   }
   const app = parsed.app;
@@ -68,6 +81,8 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
       if (err instanceof KubeError && err.permanent) {
         const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.ApplyFailed, message: err.message }, generation);
         if (written) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.ApplyFailed, message: err.message });
+        deps.metrics?.reconciliations.inc({ name: input.name, namespace: input.namespace, phase: 'Failed' });
+        deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId, generation }).warn({ reason: Reason.ApplyFailed, message: err.message }, 'child rejected');
         throw ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, 'ApplyRejected');
       }
       throw err;

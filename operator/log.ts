@@ -4,5 +4,5 @@ export type Logger = PinoLogger;
 
 /** Structured JSON logs on stdout; every line of an app's reconcile carries namespace, name, workflowId, generation. */
 export function createLogger(level: string, base: Record<string, unknown> = {}): Logger {
-  return pino({ level, base: { component: 'application-operator', ...base }, timestamp: pino.stdTimeFunctions.isoTime });
+  return pino({ level, base: { app: 'application-operator', ...base }, timestamp: pino.stdTimeFunctions.isoTime });
 }

@@ -18,6 +18,19 @@ export function createMetrics() {
       buckets: [0.1, 0.5, 1, 2, 5, 10],
       registers: [registry],
     }),
+    rollouts: new Counter({
+      name: 'application_operator_rollouts_total',
+      help: 'Canary rollouts that ended, by outcome (Promoted, Aborted, RolledBack, Failed)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
+    rolloutDuration: new Histogram({
+      name: 'application_operator_rollout_duration_seconds',
+      help: 'Duration of canary rollouts from start to their outcome',
+      labelNames: ['outcome'] as const,
+      buckets: [10, 30, 60, 120, 300, 600, 1800, 3600, 7200],
+      registers: [registry],
+    }),
     signals: new Counter({
       name: 'application_operator_watch_signals_total',
       help: 'Signals the watcher sent to Application workflows, by reason and result',
