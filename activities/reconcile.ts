@@ -147,7 +147,9 @@ async function writeStatus(
   if (!statusChanged(current, next)) return { status: next, written: false };
   const now = new Date().toISOString();
   const conditions = withTransitionTimes(next.conditions, raw.status?.conditions, now);
-  await deps.kube.mergePatch(appRef(input.namespace, input.name), { status: { ...next, conditions, lastUpdateTime: now } }, 'status');
+  // A merge patch keeps keys it does not mention: clear the ones we no longer write (e.g. the UI link when unset).
+  const stale = Object.fromEntries(Object.keys(current).filter((k) => !(k in next) && k !== 'lastUpdateTime').map((k) => [k, null]));
+  await deps.kube.mergePatch(appRef(input.namespace, input.name), { status: { ...stale, ...next, conditions, lastUpdateTime: now } }, 'status');
   return { status: next, written: true };
 }
 

@@ -72,7 +72,10 @@ export function endpointsOf(svc: ObservedService | null): string[] {
   for (const p of svc.spec.ports ?? []) {
     out.push(`${svc.metadata.name}.${ns}.svc:${p.port}`);
     if (svc.spec.type === 'NodePort' && p.nodePort) out.push(`<node>:${p.nodePort}`);
-    for (const ing of svc.status?.loadBalancer?.ingress ?? []) out.push(`${ing.ip ?? ing.hostname}:${p.port}`);
+    for (const ing of svc.status?.loadBalancer?.ingress ?? []) {
+      const host = ing.ip ?? ing.hostname;
+      if (host) out.push(`${host}:${p.port}`);
+    }
   }
   return out;
 }

@@ -28,7 +28,8 @@ export function describeStep(step: PlanStep | undefined, index: number, total: n
   if (!step) return `all ${total} steps done`;
   const at = `step ${index + 1}/${total}`;
   if (step.kind === 'weight') return `${at}: set canary weight to ${step.weight}%`;
-  return step.ms === null ? `${at}: pause until promoted or resumed` : `${at}: pause for ${Math.round(step.ms / 1000)} s`;
+  if (step.ms === null) return `${at}: pause until promoted or resumed`;
+  return `${at}: pause for ${step.ms < 1000 ? `${step.ms} ms` : `${Math.round(step.ms / 1000)} s`}`;
 }
 
 /** The weight the canary should have once the first `done` steps have run. */
