@@ -5,7 +5,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildAll } from './build.ts';
-import { isOurs, stopPid } from './processes.ts';
+import { isAlive, stopPid } from './processes.ts';
 import { envLines, kubectl, up, type StackInfo } from './stack.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -30,7 +30,7 @@ async function startOperator(info: StackInfo): Promise<{ pid: number; log: strin
   for (let i = 0; i < 120; i++) {
     const ok = await fetch('http://127.0.0.1:29464/readyz').then((r) => r.ok, () => false);
     if (ok) return { pid: child.pid, log };
-    if (!isOurs(child.pid, nodeBin)) throw new Error(`the operator exited; see ${log}`);
+    if (!isAlive(child.pid)) throw new Error(`the operator exited; see ${log}`);
     await sleep(500);
   }
   throw new Error(`the operator did not become ready; see ${log}`);

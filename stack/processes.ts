@@ -43,6 +43,21 @@ export function isOurs(pid: number | undefined, command: string): boolean {
   }
 }
 
+/** True while pid runs (not a zombie). Right after spawn the child may not have exec'd its program yet, so start-up checks use this rather than isOurs. */
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+  } catch {
+    return false;
+  }
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
 /** Stops a server we started: the signal to its process group, then SIGKILL after the grace period. */
 export async function stopPid(pid: number, command: string, signal: NodeJS.Signals = 'SIGTERM', graceMs = 10_000): Promise<void> {
   if (!isOurs(pid, command)) return;
@@ -92,7 +107,7 @@ export function freePort(): Promise<number> {
 export async function waitFor(
   what: string,
   check: () => Promise<boolean>,
-  opts: { timeoutMs: number; pid?: number; command?: string; log?: string },
+  opts: { timeoutMs: number; pid?: number; log?: string },
 ): Promise<void> {
   const deadline = Date.now() + opts.timeoutMs;
   let lastError = '';
@@ -102,7 +117,7 @@ export async function waitFor(
     } catch (err) {
       lastError = (err as Error).message;
     }
-    if (opts.pid !== undefined && opts.command && !isOurs(opts.pid, opts.command)) {
+    if (opts.pid !== undefined && !isAlive(opts.pid)) {
       throw new Error(`${what} exited during start-up.${await logTail(opts.log)}`);
     }
     if (Date.now() > deadline) {

@@ -288,7 +288,7 @@ export async function startServer(info: StackInfo, name: ServerName, print: (l: 
   spec.pid = pid;
   await saveStack(info);
   const pki = await loadPki(info.stateDir);
-  const opts = { pid, command: spec.command, log: spec.log };
+  const opts = { pid, log: spec.log };
   switch (name) {
     case 'etcd':
       await waitFor('etcd', async () => (await httpGet(`http://127.0.0.1:${info.ports.etcd}/health`)).body.includes('"health":"true"'), { ...opts, timeoutMs: 60_000 });
