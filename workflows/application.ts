@@ -80,14 +80,22 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
   };
 
   const startRollout = async (plan: RolloutPlan) => {
-    const handle = await startChild(canaryRolloutWorkflow, {
-      workflowId: rolloutWorkflowId(namespace, name),
-      args: [{ namespace, name, plan }],
-      // An Application workflow that ends (deleted app) takes its rollout with it; the rollout compensates first.
-      parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-      staticSummary: `Canary ${plan.version} of ${namespace}/${name}`,
-      staticDetails: `image ${plan.image}; ${plan.steps.length} steps; promote, abort, pause, resume as updates or signals`,
-    });
+    let handle: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
+    try {
+      handle = await startChild(canaryRolloutWorkflow, {
+        workflowId: rolloutWorkflowId(namespace, name),
+        args: [{ namespace, name, plan }],
+        // An Application workflow that ends (deleted app) takes its rollout with it; the rollout compensates first.
+        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        staticSummary: `Canary ${plan.version} of ${namespace}/${name}`,
+        staticDetails: `image ${plan.image}; ${plan.steps.length} steps; promote, abort, pause, resume as updates or signals`,
+      });
+    } catch (err) {
+      // E.g. an earlier rollout of this app is still compensating after its parent was terminated: try again later.
+      log.warn('could not start the canary rollout; will retry', { key: plan.key, err: String(err) });
+      progressing = true;
+      return;
+    }
     const r: Rollout = { key: plan.key, handle };
     rollout = r;
     lastRolloutKey = plan.key;

@@ -1,4 +1,5 @@
 // Canary rollouts end to end: a real operator, real Istio CRDs, kwok pods (an unready image for the bad canary).
+import { Worker } from '@temporalio/worker';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -7,6 +8,7 @@ import { control } from '../../bin/control.ts';
 import { promoteUpdate, rolloutQuery, rolloutWorkflowId } from '../../workflows/messages.ts';
 import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
 import { recordRoutes, routeWeights } from '../harness/canary.ts';
+import { workflowBundle } from '../harness/env.ts';
 import { kube, testNamespace } from '../harness/k8s.ts';
 import { startOperator, type OperatorProcess } from '../harness/operator.ts';
 import { eventually } from '../harness/wait.ts';
@@ -149,6 +151,17 @@ describe('canary rollouts', () => {
     const client = await temporalClient();
     const d = await client.workflow.getHandle(rolloutWorkflowId(ns.name, 'delme')).describe();
     assert.notEqual(d.status.name, 'RUNNING');
+  });
+
+  it('replays every Application and rollout history of this file deterministically', async () => {
+    const client = await temporalClient();
+    const histories = client.workflow.list({ query: `TaskQueue = '${op.taskQueue}'` }).intoHistories();
+    const types = new Set<string>();
+    for await (const r of Worker.runReplayHistories({ workflowBundle: await workflowBundle() }, histories)) {
+      assert.equal(r.error, undefined, `${r.workflowId}: ${String(r.error)}`);
+      types.add(r.workflowId.endsWith('/canary') ? 'rollout' : 'application');
+    }
+    assert.deepEqual([...types].sort(), ['application', 'rollout']);
   });
 
   it('every VirtualService written in this file summed to 100 and never routed to a canary without ready pods', async () => {

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { KubeError } from '../../kube/client.ts';
+import { collectionPath, objectPath, pluralOf, type ObjectRef } from '../../kube/resources.ts';
+
+describe('collectionPath', () => {
+  const cases: { name: string; apiVersion: string; kind: string; namespace?: string; path: string }[] = [
+    { name: 'core, in a namespace', apiVersion: 'v1', kind: 'Service', namespace: 'prod', path: '/api/v1/namespaces/prod/services' },
+    { name: 'core, all namespaces', apiVersion: 'v1', kind: 'Pod', path: '/api/v1/pods' },
+    { name: 'grouped, in a namespace', apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'prod', path: '/apis/apps/v1/namespaces/prod/deployments' },
+    { name: 'grouped, all namespaces', apiVersion: 'myapp.example.com/v1', kind: 'Application', path: '/apis/myapp.example.com/v1/applications' },
+    { name: 'cluster-scoped ignores a namespace', apiVersion: 'v1', kind: 'Namespace', namespace: 'prod', path: '/api/v1/namespaces' },
+    {
+      name: 'same kind in another group',
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
+      namespace: 'prod',
+      path: '/apis/events.k8s.io/v1/namespaces/prod/events',
+    },
+  ];
+  for (const c of cases) test(c.name, () => assert.equal(collectionPath(c.apiVersion, c.kind, c.namespace), c.path));
+});
+
+describe('objectPath', () => {
+  const cases: { name: string; ref: ObjectRef; subresource?: string; path: string }[] = [
+    { name: 'core', ref: { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'prod', name: 'cfg' }, path: '/api/v1/namespaces/prod/configmaps/cfg' },
+    {
+      name: 'grouped',
+      ref: { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', namespace: 'prod', name: 'shop' },
+      path: '/apis/networking.istio.io/v1/namespaces/prod/virtualservices/shop',
+    },
+    { name: 'cluster-scoped', ref: { apiVersion: 'v1', kind: 'Namespace', name: 'prod' }, path: '/api/v1/namespaces/prod' },
+    { name: 'cluster-scoped ignores a namespace', ref: { apiVersion: 'v1', kind: 'Namespace', namespace: 'x', name: 'prod' }, path: '/api/v1/namespaces/prod' },
+    {
+      name: 'status subresource',
+      ref: { apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace: 'prod', name: 'shop' },
+      subresource: 'status',
+      path: '/apis/myapp.example.com/v1/namespaces/prod/applications/shop/status',
+    },
+    {
+      name: 'scale subresource',
+      ref: { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'prod', name: 'shop-canary' },
+      subresource: 'scale',
+      path: '/apis/apps/v1/namespaces/prod/deployments/shop-canary/scale',
+    },
+  ];
+  for (const c of cases) test(c.name, () => assert.equal(objectPath(c.ref, c.subresource), c.path));
+
+  test('a namespaced kind without a namespace throws', () => {
+    assert.throws(() => objectPath({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'shop' }), /Deployment shop needs a namespace/);
+  });
+
+  const unknown: { name: string; apiVersion: string; kind: string }[] = [
+    { name: 'unknown kind', apiVersion: 'v1', kind: 'Secret' },
+    { name: 'known kind in the wrong group', apiVersion: 'v1', kind: 'Deployment' },
+    { name: 'known kind at another version', apiVersion: 'networking.istio.io/v1beta1', kind: 'VirtualService' },
+  ];
+  for (const c of unknown) {
+    test(`${c.name} throws`, () => {
+      const message = new RegExp(`unknown kind ${c.kind} in ${c.apiVersion.replaceAll('.', '\\.')}`);
+      assert.throws(() => objectPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: 'prod', name: 'x' }), message);
+      assert.throws(() => collectionPath(c.apiVersion, c.kind, 'prod'), message);
+      assert.throws(() => pluralOf(c.apiVersion, c.kind), message);
+    });
+  }
+});
+
+describe('pluralOf', () => {
+  test('HorizontalPodAutoscaler', () => assert.equal(pluralOf('autoscaling/v2', 'HorizontalPodAutoscaler'), 'horizontalpodautoscalers'));
+  test('Lease', () => assert.equal(pluralOf('coordination.k8s.io/v1', 'Lease'), 'leases'));
+});
+
+describe('KubeError.permanent', () => {
+  const cases: { status: number; reason: string; message: string; permanent: boolean }[] = [
+    { status: 400, reason: 'BadRequest', message: 'bad request', permanent: true },
+    { status: 415, reason: 'UnsupportedMediaType', message: 'unsupported media type', permanent: true },
+    { status: 422, reason: 'Invalid', message: 'spec.replicas: Invalid value: -1', permanent: true },
+    {
+      status: 500,
+      reason: 'InternalError',
+      message: 'failed to create typed patch object (prod/shop; apps/v1, Kind=Deployment): .spec.foo: field not declared in schema',
+      permanent: true,
+    },
+    { status: 500, reason: 'InternalError', message: 'etcdserver: request timed out', permanent: false },
+    { status: 409, reason: 'Conflict', message: 'the object has been modified', permanent: false },
+    { status: 429, reason: 'TooManyRequests', message: 'too many requests', permanent: false },
+    { status: 503, reason: 'ServiceUnavailable', message: 'failed to create typed patch object', permanent: false },
+    { status: 404, reason: 'NotFound', message: 'deployments.apps "shop" not found', permanent: false },
+  ];
+  for (const c of cases) {
+    test(`${c.status} ${c.reason}${c.status === 500 || c.status === 503 ? `: ${c.message.slice(0, 30)}` : ''}`, () => {
+      const err = new KubeError(c.status, c.reason, c.message);
+      assert.equal(err.permanent, c.permanent);
+      assert.ok(err instanceof Error);
+      assert.deepEqual([err.name, err.status, err.reason, err.message], ['KubeError', c.status, c.reason, c.message]);
+    });
+  }
+});

@@ -1,0 +1,420 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { Phase, Reason } from '../../api/constants.ts';
+import {
+  decideConditions,
+  decidePhase,
+  desiredStatus,
+  endpointsOf,
+  statusChanged,
+  withTransitionTimes,
+  type Condition,
+  type Failure,
+  type Observed,
+  type ObservedDeployment,
+  type ObservedService,
+} from '../../reconcile/status.ts';
+
+const T0 = '2025-01-01T00:00:00Z';
+const T1 = '2025-01-01T00:05:00Z';
+
+function app(deletionTimestamp?: string) {
+  return { metadata: { name: 'shop', namespace: 'prod', ...(deletionTimestamp ? { deletionTimestamp } : {}) } };
+}
+
+interface DeploymentShape {
+  desired?: number;
+  generation?: number;
+  observedGeneration?: number;
+  replicas?: number;
+  updated?: number;
+  ready?: number;
+  available?: number;
+  progressing?: { reason: string; message?: string };
+}
+
+/** A Deployment of 3 replicas, fully rolled out at generation 2, with `o` overriding any count. */
+function deployment(o: DeploymentShape = {}): ObservedDeployment {
+  const desired = 'desired' in o ? o.desired : 3;
+  return {
+    metadata: { generation: o.generation ?? 2 },
+    spec: desired === undefined ? {} : { replicas: desired },
+    status: {
+      observedGeneration: o.observedGeneration ?? 2,
+      replicas: o.replicas ?? 3,
+      updatedReplicas: o.updated ?? 3,
+      readyReplicas: o.ready ?? 3,
+      availableReplicas: o.available ?? 3,
+      ...(o.progressing ? { conditions: [{ type: 'Progressing', status: 'False', ...o.progressing }] } : {}),
+    },
+  };
+}
+
+function observed(d: ObservedDeployment | null, service: ObservedService | null = null): Observed {
+  return { deployment: d, service };
+}
+
+const applyFailed: Failure = { reason: Reason.ApplyFailed, message: 'applying Deployment shop: forbidden' };
+const invalidSpec: Failure = { reason: Reason.InvalidSpec, message: 'spec.replicas: must be at least 0' };
+
+describe('decidePhase', () => {
+  const cases: { name: string; deletion?: string; deployment: ObservedDeployment | null; failure?: Failure; phase: Phase; reason: string; message: string }[] = [
+    { name: 'no Deployment yet', deployment: null, phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: 'waiting for the Deployment to report status' },
+    {
+      name: 'a Deployment without status',
+      deployment: { metadata: { generation: 1 }, spec: { replicas: 3 } },
+      phase: Phase.Pending,
+      reason: Reason.DeploymentProgressing,
+      message: 'waiting for the Deployment to report status',
+    },
+    {
+      name: 'new pods not available, not rolled out',
+      deployment: deployment({ updated: 0, ready: 0, available: 0 }),
+      phase: Phase.Pending,
+      reason: Reason.DeploymentProgressing,
+      message: '0/3 replicas available',
+    },
+    {
+      name: 'rolled out but no pod available',
+      deployment: deployment({ ready: 0, available: 0 }),
+      phase: Phase.Pending,
+      reason: Reason.NoReplicasReady,
+      message: '0/3 replicas available',
+    },
+    {
+      name: 'some pods available',
+      deployment: deployment({ ready: 2, available: 2 }),
+      phase: Phase.Updating,
+      reason: Reason.DeploymentProgressing,
+      message: '2/3 replicas available, 3 updated',
+    },
+    {
+      name: 'old pods available, new ones not updated yet',
+      deployment: deployment({ updated: 1 }),
+      phase: Phase.Updating,
+      reason: Reason.DeploymentProgressing,
+      message: '3/3 replicas available, 1 updated',
+    },
+    {
+      name: 'surge pod of the old ReplicaSet still around',
+      deployment: deployment({ replicas: 4 }),
+      phase: Phase.Updating,
+      reason: Reason.DeploymentProgressing,
+      message: '3/3 replicas available, 3 updated',
+    },
+    {
+      name: 'the Deployment controller has not seen the new generation',
+      deployment: deployment({ generation: 3, observedGeneration: 2 }),
+      phase: Phase.Updating,
+      reason: Reason.DeploymentProgressing,
+      message: '3/3 replicas available, 3 updated',
+    },
+    { name: 'all replicas available', deployment: deployment(), phase: Phase.Running, reason: Reason.AllReplicasReady, message: '3/3 replicas available' },
+    {
+      name: 'replicas unset means one',
+      deployment: deployment({ desired: undefined, replicas: 1, updated: 1, ready: 1, available: 1 }),
+      phase: Phase.Running,
+      reason: Reason.AllReplicasReady,
+      message: '1/1 replicas available',
+    },
+    {
+      name: 'scaled to zero',
+      deployment: deployment({ desired: 0, replicas: 0, updated: 0, ready: 0, available: 0 }),
+      phase: Phase.Running,
+      reason: Reason.AllReplicasReady,
+      message: '0/0 replicas available',
+    },
+    {
+      name: 'a Progressing condition that is not a deadline',
+      deployment: deployment({ progressing: { reason: 'NewReplicaSetAvailable' } }),
+      phase: Phase.Running,
+      reason: Reason.AllReplicasReady,
+      message: '3/3 replicas available',
+    },
+    {
+      name: 'progress deadline exceeded, with the controller message',
+      deployment: deployment({ updated: 1, available: 2, progressing: { reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "shop-7d" has timed out progressing.' } }),
+      phase: Phase.Failed,
+      reason: Reason.ProgressDeadlineExceeded,
+      message: 'ReplicaSet "shop-7d" has timed out progressing.',
+    },
+    {
+      name: 'progress deadline exceeded, without a message',
+      deployment: deployment({ available: 0, progressing: { reason: 'ProgressDeadlineExceeded' } }),
+      phase: Phase.Failed,
+      reason: Reason.ProgressDeadlineExceeded,
+      message: 'the Deployment exceeded its progress deadline',
+    },
+    { name: 'apply failed, even with a healthy Deployment', deployment: deployment(), failure: applyFailed, phase: Phase.Failed, ...applyFailed },
+    { name: 'invalid spec, no Deployment', deployment: null, failure: invalidSpec, phase: Phase.Failed, ...invalidSpec },
+    {
+      name: 'being deleted wins over a failure',
+      deletion: T0,
+      deployment: deployment(),
+      failure: applyFailed,
+      phase: Phase.Deleting,
+      reason: Reason.Deleting,
+      message: 'removing children before releasing the finalizer',
+    },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      assert.deepEqual(decidePhase(app(c.deletion), observed(c.deployment), c.failure ?? null), { phase: c.phase, reason: c.reason, message: c.message });
+    });
+  }
+});
+
+describe('endpointsOf', () => {
+  const svc = (spec: ObservedService['spec'], status?: ObservedService['status'], namespace: string | null = 'prod'): ObservedService => ({
+    metadata: { name: 'shop', ...(namespace !== null ? { namespace } : {}) },
+    spec,
+    ...(status ? { status } : {}),
+  });
+  const cases: { name: string; service: ObservedService | null; endpoints: string[] }[] = [
+    { name: 'no Service', service: null, endpoints: [] },
+    { name: 'a Service without spec', service: { metadata: { name: 'shop' } }, endpoints: [] },
+    { name: 'ClusterIP, one DNS name per port', service: svc({ type: 'ClusterIP', ports: [{ port: 80 }, { port: 9102 }] }), endpoints: ['shop.prod.svc:80', 'shop.prod.svc:9102'] },
+    { name: 'namespace unset means default', service: svc({ ports: [{ port: 80 }] }, undefined, null), endpoints: ['shop.default.svc:80'] },
+    {
+      name: 'NodePort adds the node port',
+      service: svc({ type: 'NodePort', ports: [{ port: 80, nodePort: 30080 }] }),
+      endpoints: ['shop.prod.svc:80', '<node>:30080'],
+    },
+    {
+      name: 'a node port on a ClusterIP Service is not reachable',
+      service: svc({ type: 'ClusterIP', ports: [{ port: 80, nodePort: 30080 }] }),
+      endpoints: ['shop.prod.svc:80'],
+    },
+    {
+      name: 'LoadBalancer adds each ingress IP or hostname per port',
+      service: svc(
+        { type: 'LoadBalancer', ports: [{ port: 80, nodePort: 30080 }, { port: 443, nodePort: 30443 }] },
+        { loadBalancer: { ingress: [{ ip: '203.0.113.7' }, { hostname: 'lb.example.com' }] } },
+      ),
+      endpoints: ['shop.prod.svc:80', '203.0.113.7:80', 'lb.example.com:80', 'shop.prod.svc:443', '203.0.113.7:443', 'lb.example.com:443'],
+    },
+  ];
+  for (const c of cases) test(c.name, () => assert.deepEqual(endpointsOf(c.service), c.endpoints));
+});
+
+describe('decideConditions', () => {
+  type Row = [type: string, status: Condition['status'], reason: string, message: string];
+  const msg = 'some message';
+  const cases: { name: string; phase: Phase; reason: string; rows: Row[] }[] = [
+    {
+      name: 'Running',
+      phase: Phase.Running,
+      reason: Reason.AllReplicasReady,
+      rows: [
+        ['Ready', 'True', Reason.AllReplicasReady, msg],
+        ['Progressing', 'False', Reason.Reconciled, msg],
+        ['Degraded', 'False', Reason.Reconciled, 'no problems'],
+        ['InvalidSpec', 'False', Reason.ValidSpec, 'spec is valid'],
+      ],
+    },
+    {
+      name: 'Pending',
+      phase: Phase.Pending,
+      reason: Reason.NoReplicasReady,
+      rows: [
+        ['Ready', 'False', Reason.NoReplicasReady, msg],
+        ['Progressing', 'True', Reason.NoReplicasReady, msg],
+        ['Degraded', 'False', Reason.Reconciled, 'no problems'],
+        ['InvalidSpec', 'False', Reason.ValidSpec, 'spec is valid'],
+      ],
+    },
+    {
+      name: 'Updating',
+      phase: Phase.Updating,
+      reason: Reason.DeploymentProgressing,
+      rows: [
+        ['Ready', 'False', Reason.DeploymentProgressing, msg],
+        ['Progressing', 'True', Reason.DeploymentProgressing, msg],
+        ['Degraded', 'False', Reason.Reconciled, 'no problems'],
+        ['InvalidSpec', 'False', Reason.ValidSpec, 'spec is valid'],
+      ],
+    },
+    {
+      name: 'Failed to apply',
+      phase: Phase.Failed,
+      reason: Reason.ApplyFailed,
+      rows: [
+        ['Ready', 'False', Reason.ApplyFailed, msg],
+        ['Progressing', 'False', Reason.ApplyFailed, msg],
+        ['Degraded', 'True', Reason.ApplyFailed, msg],
+        ['InvalidSpec', 'False', Reason.ValidSpec, 'spec is valid'],
+      ],
+    },
+    {
+      name: 'Failed on an invalid spec',
+      phase: Phase.Failed,
+      reason: Reason.InvalidSpec,
+      rows: [
+        ['Ready', 'False', Reason.InvalidSpec, msg],
+        ['Progressing', 'False', Reason.InvalidSpec, msg],
+        ['Degraded', 'True', Reason.InvalidSpec, msg],
+        ['InvalidSpec', 'True', Reason.InvalidSpec, msg],
+      ],
+    },
+    {
+      name: 'Failed on the progress deadline',
+      phase: Phase.Failed,
+      reason: Reason.ProgressDeadlineExceeded,
+      rows: [
+        ['Ready', 'False', Reason.ProgressDeadlineExceeded, msg],
+        ['Progressing', 'False', Reason.ProgressDeadlineExceeded, msg],
+        ['Degraded', 'True', Reason.ProgressDeadlineExceeded, msg],
+        ['InvalidSpec', 'False', Reason.ValidSpec, 'spec is valid'],
+      ],
+    },
+    {
+      name: 'Deleting',
+      phase: Phase.Deleting,
+      reason: Reason.Deleting,
+      rows: [
+        ['Ready', 'False', Reason.Deleting, msg],
+        ['Progressing', 'False', Reason.Deleting, msg],
+        ['Degraded', 'False', Reason.Reconciled, 'no problems'],
+        ['InvalidSpec', 'False', Reason.ValidSpec, 'spec is valid'],
+      ],
+    },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      const expected = c.rows.map(([type, status, reason, message]) => ({ type, status, reason, message, observedGeneration: 7 }));
+      assert.deepEqual(decideConditions(c.phase, c.reason, msg, 7), expected);
+    });
+  }
+
+  test('leaves observedGeneration out when it is unknown', () => {
+    for (const c of decideConditions(Phase.Running, Reason.AllReplicasReady, msg, undefined)) assert.ok(!('observedGeneration' in c), c.type);
+  });
+});
+
+describe('withTransitionTimes', () => {
+  const cond = (type: string, status: Condition['status'], lastTransitionTime?: string): Condition => ({
+    type,
+    status,
+    reason: 'R',
+    message: 'm',
+    ...(lastTransitionTime ? { lastTransitionTime } : {}),
+  });
+  const next = [cond('Ready', 'True'), cond('Degraded', 'False')];
+  const cases: { name: string; previous: Condition[] | undefined; times: [string, string] }[] = [
+    { name: 'no previous status: all now', previous: undefined, times: [T1, T1] },
+    { name: 'statuses unchanged: times kept', previous: [cond('Ready', 'True', T0), cond('Degraded', 'False', T0)], times: [T0, T0] },
+    { name: 'matched by type, not position', previous: [cond('Degraded', 'False', T0), cond('Ready', 'True', T0)], times: [T0, T0] },
+    { name: 'a flipped status gets now', previous: [cond('Ready', 'False', T0), cond('Degraded', 'False', T0)], times: [T1, T0] },
+    { name: 'a new condition gets now', previous: [cond('Degraded', 'False', T0)], times: [T1, T0] },
+    { name: 'a previous condition without a time gets now', previous: [cond('Ready', 'True'), cond('Degraded', 'False', T0)], times: [T1, T0] },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      const out = withTransitionTimes(next, c.previous, T1);
+      assert.deepEqual(out, [{ ...next[0], lastTransitionTime: c.times[0] }, { ...next[1], lastTransitionTime: c.times[1] }]);
+    });
+  }
+
+  test('a changed reason alone keeps the time', () => {
+    const [out] = withTransitionTimes([{ ...cond('Ready', 'False'), reason: 'NoReplicasReady' }], [{ ...cond('Ready', 'False', T0), reason: 'DeploymentProgressing' }], T1);
+    assert.equal(out?.lastTransitionTime, T0);
+  });
+});
+
+const service: ObservedService = { metadata: { name: 'shop', namespace: 'prod' }, spec: { type: 'ClusterIP', ports: [{ name: 'http', port: 80 }] } };
+const info = { workflowId: 'application/prod/shop', temporalUI: 'http://ui/namespaces/default/workflows/application%2Fprod%2Fshop', observedGeneration: 4 };
+
+describe('desiredStatus', () => {
+  test('a running app', () => {
+    assert.deepEqual(desiredStatus(app(), observed(deployment({ ready: 3 }), service), null, info), {
+      observedGeneration: 4,
+      phase: Phase.Running,
+      replicas: 3,
+      readyReplicas: 3,
+      availableReplicas: 3,
+      selector: 'app.kubernetes.io/name=shop',
+      conditions: decideConditions(Phase.Running, Reason.AllReplicasReady, '3/3 replicas available', 4),
+      endpoints: ['shop.prod.svc:80'],
+      workflowId: 'application/prod/shop',
+      temporalUI: info.temporalUI,
+    });
+  });
+
+  test('counts come from the Deployment status', () => {
+    const s = desiredStatus(app(), observed(deployment({ replicas: 4, ready: 2, available: 1 })), null, info);
+    assert.deepEqual([s.replicas, s.readyReplicas, s.availableReplicas], [4, 2, 1]);
+  });
+
+  test('an invalid spec with nothing observed', () => {
+    assert.deepEqual(desiredStatus(app(), observed(null), invalidSpec, { workflowId: 'w', observedGeneration: undefined }), {
+      phase: Phase.Failed,
+      replicas: 0,
+      readyReplicas: 0,
+      availableReplicas: 0,
+      selector: 'app.kubernetes.io/name=shop',
+      conditions: decideConditions(Phase.Failed, Reason.InvalidSpec, invalidSpec.message, undefined),
+      endpoints: [],
+      workflowId: 'w',
+    });
+  });
+});
+
+type Written = Record<string, unknown> & { conditions: (Condition & { lastTransitionTime: string })[] };
+
+function sortedKeys(v: unknown): unknown {
+  if (Array.isArray(v)) return v.map(sortedKeys);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b)).map(([k, x]) => [k, sortedKeys(x)]));
+  return v;
+}
+
+/** `next` as a later read returns it: timestamps stamped, conditions in another order, keys sorted as the API server does. */
+function asStored(next: ReturnType<typeof desiredStatus>): Written {
+  const written = { ...next, lastUpdateTime: T0, conditions: withTransitionTimes(next.conditions, undefined, T0).reverse() };
+  return sortedKeys(JSON.parse(JSON.stringify(written))) as Written;
+}
+
+describe('statusChanged', () => {
+  const next = desiredStatus(app(), observed(deployment(), service), null, info);
+  const cond = (s: Written, type: string) => {
+    const c = s.conditions.find((x) => x.type === type);
+    assert.ok(c, type);
+    return c;
+  };
+
+  test('nothing was written yet', () => assert.equal(statusChanged(undefined, next), true));
+  test('the status it would write, as stored', () => assert.equal(statusChanged(asStored(next), next), false));
+  test('only the timestamps differ', () => {
+    const current = asStored(next);
+    current['lastUpdateTime'] = T1;
+    for (const c of current.conditions) c.lastTransitionTime = T1;
+    assert.equal(statusChanged(current, next), false);
+  });
+  test('an undefined field is no field', () => assert.equal(statusChanged(asStored(next), { ...next, extra: undefined }), false));
+
+  const changes: { name: string; change: (s: Written) => void }[] = [
+    { name: 'phase', change: (s) => { s['phase'] = Phase.Updating; } },
+    { name: 'observedGeneration', change: (s) => { s['observedGeneration'] = 3; } },
+    { name: 'replicas', change: (s) => { s['replicas'] = 2; } },
+    { name: 'readyReplicas', change: (s) => { s['readyReplicas'] = 2; } },
+    { name: 'availableReplicas', change: (s) => { s['availableReplicas'] = 2; } },
+    { name: 'selector', change: (s) => { s['selector'] = 'app.kubernetes.io/name=other'; } },
+    { name: 'workflowId', change: (s) => { s['workflowId'] = 'application/prod/other'; } },
+    { name: 'temporalUI missing', change: (s) => { delete s['temporalUI']; } },
+    { name: 'an extra field', change: (s) => { s['message'] = 'old'; } },
+    { name: 'an endpoint more', change: (s) => { s['endpoints'] = ['shop.prod.svc:80', '<node>:30080']; } },
+    { name: 'no endpoints', change: (s) => { s['endpoints'] = []; } },
+    { name: 'a condition status', change: (s) => { cond(s, 'Ready').status = 'False'; } },
+    { name: 'a condition reason', change: (s) => { cond(s, 'Degraded').reason = Reason.ApplyFailed; } },
+    { name: 'a condition message', change: (s) => { cond(s, 'Ready').message = '2/3 replicas available'; } },
+    { name: 'a condition observedGeneration', change: (s) => { cond(s, 'InvalidSpec').observedGeneration = 3; } },
+    { name: 'a condition missing', change: (s) => { s.conditions = s.conditions.filter((c) => c.type !== 'Progressing'); } },
+    { name: 'no conditions', change: (s) => { delete (s as Record<string, unknown>)['conditions']; } },
+  ];
+  for (const { name, change } of changes) {
+    test(`notices ${name}`, () => {
+      const current = asStored(next);
+      change(current);
+      assert.equal(statusChanged(current, next), true);
+    });
+  }
+});
