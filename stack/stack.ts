@@ -55,8 +55,6 @@ export interface UpOptions {
   stateDir: string;
   ports?: StackPorts | 'free';
   nodes?: number;
-  /** Pre-provisioned PersistentVolumes for claims to bind to. */
-  volumes?: number;
   headless?: boolean;
   /** kwok's delay before a pod is scheduled/ready/deleted, in ms (upstream default is 1-6 s). */
   podDelayMs?: number;
@@ -128,8 +126,10 @@ function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackP
       name: 'kube-controller-manager', command: a.kubeControllerManager, log: join(logs, 'kube-controller-manager.log'), ports: [],
       args: [
         `--kubeconfig=${kubeconfig}`,
-        '--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,horizontal-pod-autoscaler-controller,namespace-controller,persistentvolumeclaim-protection-controller,persistentvolume-binder-controller,endpointslice-controller',
+        '--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,horizontal-pod-autoscaler-controller,namespace-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,persistentvolume-binder-controller,endpointslice-controller',
         '--use-service-account-credentials=false', '--leader-elect=false', '--secure-port=0',
+        // Test-only dynamic provisioning on this machine's disk, so claims bind and are cleaned up like in a cluster.
+        '--enable-hostpath-provisioner=true',
         '--kube-api-qps=200', '--kube-api-burst=400', '--concurrent-deployment-syncs=10', '--concurrent-replicaset-syncs=10',
         '--concurrent-gc-syncs=40', '--horizontal-pod-autoscaler-sync-period=5s', '--v=0',
       ],
@@ -330,20 +330,14 @@ export async function stopServer(info: StackInfo, name: ServerName, signal: Node
   await saveStack(info);
 }
 
-/** A pre-provisioned volume: nothing here provisions storage, so the binder controller binds claims to a pool of these. */
-function volumeManifest(i: number) {
-  return {
-    apiVersion: 'v1', kind: 'PersistentVolume',
-    metadata: { name: `local-pv-${i}`, labels: { 'local-stack/pool': 'true' } },
-    spec: {
-      capacity: { storage: '100Gi' },
-      // ReadWriteOncePod cannot be combined with other modes, so one volume in eight offers only that.
-      accessModes: i % 8 === 7 ? ['ReadWriteOncePod'] : ['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany'],
-      persistentVolumeReclaimPolicy: 'Retain',
-      hostPath: { path: `/tmp/local-stack-pv-${i}` },
-    },
-  };
-}
+/** The default StorageClass: the controller manager's hostPath provisioner creates (and on release deletes) a volume per claim. */
+const storageClassManifest = {
+  apiVersion: 'storage.k8s.io/v1', kind: 'StorageClass',
+  metadata: { name: 'standard', annotations: { 'storageclass.kubernetes.io/is-default-class': 'true' } },
+  provisioner: 'kubernetes.io/host-path',
+  reclaimPolicy: 'Delete',
+  volumeBindingMode: 'Immediate',
+};
 
 function nodeManifest(i: number) {
   const capacity = { cpu: '256', memory: '1Ti', pods: '5000' };
@@ -391,7 +385,7 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   const nodes = opts.nodes ?? 2;
   await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i))).join('---\n'));
   await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
-  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: opts.volumes ?? 64 }, (_, i) => stringify(volumeManifest(i))).join('---\n'));
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(storageClassManifest));
   await installCrds(info);
   print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return info;
