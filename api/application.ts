@@ -16,8 +16,9 @@ const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[
 const LABEL_VALUE = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
 const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
 const RETRY_ON = /^[a-z0-9-]+(,[a-z0-9-]+)*$/;
-// RE2's [[:space:]], which the CEL rule uses; JavaScript's \s would also match Unicode spaces.
-const WHITESPACE = /[\t\n\v\f\r ]/;
+// Go's unicode.IsSpace, which the kubelet-side image check uses (the CEL rule spells it [[:space:]\x{85}\p{Z}]):
+// a no-break space passed an ASCII-only rule, then every pod create failed.
+const WHITESPACE = /[\t\n\v\f\r \u0085\p{Z}]/u;
 const MS_PER_UNIT: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 // Go's time.Duration (what CEL's duration() parses into) is int64 nanoseconds.
 const MAX_DURATION_MS = 9_223_372_036_854;

@@ -80,6 +80,7 @@ export const Reason = {
   NoReplicasReady: 'NoReplicasReady',
   DeploymentProgressing: 'DeploymentProgressing',
   ProgressDeadlineExceeded: 'ProgressDeadlineExceeded',
+  ReplicaFailure: 'ReplicaFailure',
   Deleting: 'Deleting',
   CanaryStarted: 'CanaryStarted',
   CanaryStepCompleted: 'CanaryStepCompleted',

@@ -53,6 +53,12 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   if (progressing?.reason === 'ProgressDeadlineExceeded') {
     return { phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: progressing.message ?? 'the Deployment exceeded its progress deadline' };
   }
+  // Pods that cannot even be created (e.g. an image the kubelet-side validation refuses) never become available:
+  // say so now rather than when the progress deadline runs out.
+  const replicaFailure = s.conditions?.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
+  if (replicaFailure) {
+    return { phase: Phase.Failed, reason: Reason.ReplicaFailure, message: replicaFailure.message ?? replicaFailure.reason ?? 'the Deployment cannot create pods' };
+  }
   const available = s.availableReplicas ?? 0;
   const updated = s.updatedReplicas ?? 0;
   const rolledOut = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && updated >= desired && (s.replicas ?? 0) <= desired;

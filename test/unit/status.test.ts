@@ -418,3 +418,22 @@ describe('statusChanged', () => {
     });
   }
 });
+
+describe('decidePhase with a Deployment that cannot create pods', () => {
+  test('reports Failed with the ReplicaFailure message', () => {
+    const observed = {
+      deployment: {
+        metadata: { generation: 2 }, spec: { replicas: 1 },
+        status: {
+          observedGeneration: 2, replicas: 1, updatedReplicas: 0, availableReplicas: 1,
+          conditions: [{ type: 'ReplicaFailure', status: 'True', reason: 'FailedCreate', message: 'spec.containers[0].image: must not have leading or trailing whitespace' }],
+        },
+      },
+      service: null,
+    };
+    const got = decidePhase({ metadata: { name: 'a', namespace: 'n', uid: 'u', generation: 2 } }, observed, null);
+    assert.equal(got.phase, 'Failed');
+    assert.equal(got.reason, 'ReplicaFailure');
+    assert.match(got.message, /whitespace/);
+  });
+});
