@@ -90,7 +90,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     if (specChanged) {
       await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: 'ChildrenApplied', message: `generation ${generation}: applied ${applied.join(', ')}` });
     }
-    for (const ref of absent) {
+    // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create).
+    const firstPass = raw.status?.observedGeneration === undefined;
+    for (const ref of firstPass ? [] : absent) {
       // Only what this Application controls: a same-named object someone else made is left alone.
       const existing = await kube.get<KubeObject & { metadata: { ownerReferences?: { uid: string; controller?: boolean }[] } }>(ref);
       if (!existing?.metadata.ownerReferences?.some((o) => o.uid === uid && o.controller)) continue;

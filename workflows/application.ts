@@ -109,7 +109,12 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
   const abortRollout = async (reason: string, by: string) => {
     if (!rollout || rollout.result || rollout.aborting) return;
     rollout.aborting = true;
-    await rollout.handle.signal(abortSignal, { by, reason });
+    try {
+      await rollout.handle.signal(abortSignal, { by, reason });
+    } catch (err) {
+      // The rollout ended meanwhile (a promote switches the spec's canary off as its last step): nothing to abort.
+      log.info('rollout already finished; abort not needed', { key: rollout.key, err: String(err) });
+    }
   };
 
   /** Starts, supersedes or stops rollouts to match what the spec asks for. */

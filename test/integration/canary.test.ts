@@ -5,7 +5,7 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
 import { control } from '../../bin/control.ts';
-import { promoteUpdate, rolloutQuery, rolloutWorkflowId } from '../../workflows/messages.ts';
+import { applicationWorkflowId, promoteUpdate, rolloutQuery, rolloutWorkflowId } from '../../workflows/messages.ts';
 import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
 import { recordRoutes, routeWeights } from '../harness/canary.ts';
 import { workflowBundle } from '../harness/env.ts';
@@ -81,6 +81,9 @@ describe('canary rollouts', () => {
     await sleep(1500);
     assert.equal((await getDeployment(ns.name, 'seed'))!.spec.template.spec.containers[0].image, 'nginx:v2');
     assert.equal(await getDeployment(ns.name, 'seed-canary'), null);
+    // The promote switched the spec's canary off; the Application's workflow must take that in its stride.
+    const parent = await client.workflow.getHandle(applicationWorkflowId(ns.name, 'seed')).describe();
+    assert.equal(parent.status.name, 'RUNNING');
   });
 
   it('abort restores all traffic to stable (read back), removes the canary, says who, and does not restart', async () => {
