@@ -19,16 +19,32 @@ export interface OperatorConfig {
   logLevel: string;
   maxConcurrentActivities: number;
   maxConcurrentWorkflowTasks: number;
+  maxCachedWorkflows: number;
   progressRecheckSeconds: number;
   resyncSeconds: number;
   coalesceMs: number;
   registerSearchAttributes: boolean;
+  /** Run the watcher only while holding a coordination.k8s.io Lease (workers run on every replica). */
+  leaderElect: boolean;
+  leaseName: string;
+  leaseNamespace: string;
+  leaseDurationSeconds: number;
+  leaseRenewDeadlineSeconds: number;
+  leaseRetryPeriodSeconds: number;
+  /** File of AES-256 keys for the payload codec, current key first (off when neither this nor PAYLOAD_ENCRYPTION_KEY is set). */
+  payloadEncryptionKeyFile?: string;
 }
 
 const int = (v: string) => {
   const n = Number.parseInt(v, 10);
   if (!Number.isFinite(n) || n < 0) throw new Error(`not a non-negative integer: ${v}`);
   return n;
+};
+
+const bool = (v: string) => {
+  if (/^(true|1|yes)$/i.test(v)) return true;
+  if (/^(false|0|no)$/i.test(v)) return false;
+  throw new Error(`not a boolean: ${v}`);
 };
 
 /** Adds the operator's options to a commander command. */
@@ -51,10 +67,18 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--log-level <level>', 'trace, debug, info, warn or error').env('LOG_LEVEL').default('info'))
     .addOption(new Option('--max-concurrent-activities <n>', 'reconciles running at once per worker (SPEC: 10)').env('MAX_CONCURRENT_ACTIVITIES').argParser(int).default(10))
     .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow tasks at once per worker').env('MAX_CONCURRENT_WORKFLOW_TASKS').argParser(int).default(20))
+    .addOption(new Option('--max-cached-workflows <n>', 'workflows kept in memory between tasks (memory bound; evicted ones replay their history)').env('MAX_CACHED_WORKFLOWS').argParser(int).default(200))
     .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))
     .addOption(new Option('--resync-seconds <s>', 're-apply converged apps this often (0: only on events)').env('RESYNC_SECONDS').argParser(int).default(0))
     .addOption(new Option('--coalesce-ms <ms>', 'events for one app within this window become one signal').env('COALESCE_MS').argParser(int).default(300))
-    .addOption(new Option('--no-register-search-attributes', 'do not register the AppNamespace/AppName/AppPhase search attributes at start'));
+    .addOption(new Option('--no-register-search-attributes', 'do not register the AppNamespace/AppName/AppPhase search attributes at start'))
+    .addOption(new Option('--leader-elect [bool]', 'run the watcher only on the replica holding the Lease (workers run everywhere)').env('LEADER_ELECT').argParser(bool).default(false))
+    .addOption(new Option('--lease-name <name>', 'name of the leader-election Lease').env('LEASE_NAME').default('application-operator-leader'))
+    .addOption(new Option('--lease-namespace <ns>', 'namespace of the leader-election Lease (default: $POD_NAMESPACE, else default)').env('LEASE_NAMESPACE'))
+    .addOption(new Option('--lease-duration-seconds <s>', 'how long a Lease holds without renewal before another replica may take it').env('LEASE_DURATION_SECONDS').argParser(int).default(15))
+    .addOption(new Option('--lease-renew-deadline-seconds <s>', 'the leader gives up leading when it could not renew for this long').env('LEASE_RENEW_DEADLINE_SECONDS').argParser(int).default(10))
+    .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
+    .addOption(new Option('--payload-encryption-key-file <path>', 'AES-256-GCM keys (base64, one per line, current first) that encrypt workflow payloads; or set PAYLOAD_ENCRYPTION_KEY').env('PAYLOAD_ENCRYPTION_KEY_FILE'));
 }
 
 /** The parsed options of a command built with withOperatorOptions. */
@@ -70,15 +94,26 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     logLevel: str('logLevel') ?? 'info',
     maxConcurrentActivities: opts['maxConcurrentActivities'] as number,
     maxConcurrentWorkflowTasks: opts['maxConcurrentWorkflowTasks'] as number,
+    maxCachedWorkflows: (opts['maxCachedWorkflows'] as number | undefined) ?? 200,
     progressRecheckSeconds: opts['progressRecheckSeconds'] as number,
     resyncSeconds: opts['resyncSeconds'] as number,
     coalesceMs: opts['coalesceMs'] as number,
     registerSearchAttributes: opts['registerSearchAttributes'] !== false,
+    leaderElect: opts['leaderElect'] === true,
+    leaseName: str('leaseName') ?? 'application-operator-leader',
+    leaseNamespace: str('leaseNamespace') ?? (process.env['POD_NAMESPACE'] || 'default'),
+    leaseDurationSeconds: (opts['leaseDurationSeconds'] as number | undefined) ?? 15,
+    leaseRenewDeadlineSeconds: (opts['leaseRenewDeadlineSeconds'] as number | undefined) ?? 10,
+    leaseRetryPeriodSeconds: (opts['leaseRetryPeriodSeconds'] as number | undefined) ?? 2,
   };
-  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle'] as const) {
+  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle', 'payloadEncryptionKeyFile'] as const) {
     const v = str(k);
     if (v) cfg[k] = v;
   }
   if (Boolean(cfg.temporalTlsCert) !== Boolean(cfg.temporalTlsKey)) throw new Error('--temporal-tls-cert and --temporal-tls-key go together');
+  // As in client-go: the leader must give up before its Lease can expire, and retry several times before that.
+  if (cfg.leaderElect && !(cfg.leaseRetryPeriodSeconds < cfg.leaseRenewDeadlineSeconds && cfg.leaseRenewDeadlineSeconds < cfg.leaseDurationSeconds)) {
+    throw new Error('leader election needs --lease-retry-period-seconds < --lease-renew-deadline-seconds < --lease-duration-seconds');
+  }
   return cfg;
 }

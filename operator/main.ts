@@ -11,7 +11,8 @@ import type { OperatorConfig } from './config.ts';
 import { createLogger, type Logger } from './log.ts';
 import { createMetrics } from './metrics.ts';
 import { startHttpServer } from './server.ts';
-import { connectClient, connectWorker } from './temporal.ts';
+import { electorFor, runWhileLeader } from './leader.ts';
+import { connectClient, connectWorker, dataConverterFor } from './temporal.ts';
 import { freePort } from '../stack/processes.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
@@ -72,7 +73,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     const port = await freePort();
     workerMetricsUrl = `http://127.0.0.1:${port}/metrics`;
     Runtime.install({
-      logger: sdkLogger(log.child({ component: 'temporal-sdk' })),
+      logger: sdkLogger(log.child({ module: 'temporal-sdk' })),
       telemetryOptions: {
         logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
         metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } },
@@ -96,6 +97,8 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
       connection, namespace: cfg.temporalNamespace, taskQueue: cfg.taskQueue, activities, ...workflowSource,
       maxConcurrentActivityTaskExecutions: cfg.maxConcurrentActivities,
       maxConcurrentWorkflowTaskExecutions: cfg.maxConcurrentWorkflowTasks,
+      dataConverter: await dataConverterFor(cfg),
+      maxCachedWorkflows: cfg.maxCachedWorkflows,
       shutdownGraceTime: '10s',
     });
     const w = worker;
@@ -107,28 +110,52 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     log.info({ taskQueue: cfg.taskQueue, namespace: cfg.temporalNamespace }, 'worker started');
   }
 
-  if (cfg.mode !== 'worker') {
+  const startWatcher = async (): Promise<() => Promise<void>> => {
     const { client, connection } = await connectClient(cfg);
-    watcher = new Watcher({
-      kc, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ component: 'watcher' }),
+    const wt = new Watcher({
+      kc, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
       coalesceMs: cfg.coalesceMs,
       loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
       onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
     });
-    const wt = watcher;
+    watcher = wt;
     await wt.start();
-    stops.push(async () => {
+    log.info({ namespaces: cfg.namespaces.length ? cfg.namespaces : 'all' }, 'watcher started');
+    return async () => {
       await wt.stop();
       await connection.close();
-    });
-    log.info({ namespaces: cfg.namespaces.length ? cfg.namespaces : 'all' }, 'watcher started');
+      if (watcher === wt) watcher = undefined;
+      log.info('watcher stopped');
+    };
+  };
+
+  let standby = false;
+  if (cfg.mode !== 'worker') {
+    if (cfg.leaderElect) {
+      // Every replica runs a worker; only the Lease holder watches, so each event becomes one signal.
+      standby = true;
+      const elector = electorFor(cfg, new Kube(kc), log.child({ module: 'leader-election' }));
+      const leading = runWhileLeader(elector, async () => {
+        const stop = await startWatcher();
+        standby = false;
+        return async () => {
+          standby = true;
+          await stop();
+        };
+      }, log);
+      stops.push(() => leading.stop());
+    } else {
+      const stop = await startWatcher();
+      stops.push(stop);
+    }
   }
 
   const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
     healthz: () => ({ ok: true, detail: 'ok' }),
     readyz: () => {
       const problems: string[] = [];
-      if (watcher && !watcher.synced) problems.push('watcher not synced');
+      // A standby replica (not the leader) is ready: its worker serves, its watcher waits for the Lease.
+      if (cfg.mode !== 'worker' && !standby && !watcher?.synced) problems.push('watcher not synced');
       if (worker && worker.getState() !== 'RUNNING') problems.push(`worker ${worker.getState()}`);
       return { ok: problems.length === 0, detail: problems.join(', ') || 'ready' };
     },

@@ -1,6 +1,8 @@
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
+import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import { readFile } from 'node:fs/promises';
+import { AesGcmPayloadCodec, loadPayloadKeys } from './codec.ts';
 import type { OperatorConfig } from './config.ts';
 
 type TlsOptions = ConnectionOptions['tls'];
@@ -24,7 +26,16 @@ export async function connectClient(cfg: OperatorConfig): Promise<{ client: Clie
     ...(tls ? { tls } : {}),
     ...(cfg.temporalApiKey ? { apiKey: cfg.temporalApiKey } : {}),
   });
-  return { client: new Client({ connection, namespace: cfg.temporalNamespace }), connection };
+  return { client: new Client({ connection, namespace: cfg.temporalNamespace, dataConverter: await dataConverterFor(cfg) }), connection };
+}
+
+/**
+ * The data converter every client and worker of the operator must share: with payload encryption configured
+ * (--payload-encryption-key-file or PAYLOAD_ENCRYPTION_KEY), an AES-256-GCM codec; otherwise the SDK's default.
+ */
+export async function dataConverterFor(cfg: Pick<OperatorConfig, 'payloadEncryptionKeyFile'>, env: NodeJS.ProcessEnv = process.env): Promise<DataConverter> {
+  const keys = await loadPayloadKeys({ file: cfg.payloadEncryptionKeyFile, value: env['PAYLOAD_ENCRYPTION_KEY'] });
+  return keys ? { payloadCodecs: [new AesGcmPayloadCodec(keys)] } : {};
 }
 
 /** The worker's native connection with the same settings. */

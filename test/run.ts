@@ -2,7 +2,7 @@
 // STACK_STATE_DIR names a running one), workflow code bundled once, then node's test runner over all files.
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { spawn } from 'node:child_process';
-import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, rename, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { buildAll } from '../stack/build.ts';
@@ -45,7 +45,9 @@ async function main(): Promise<number> {
       stack = await stackForRun();
       const bundle = await bundleWorkflowCode({ workflowsPath: join(root, 'test', 'harness', 'workflows.ts'), logger: quietLogger });
       const bundlePath = join(stack.info.stateDir, 'workflow-bundle.js');
-      await writeFile(bundlePath, bundle.code);
+      // Written aside and renamed, so a process reading the bundle never sees half a file.
+      await writeFile(`${bundlePath}.tmp`, bundle.code);
+      await rename(`${bundlePath}.tmp`, bundlePath);
       Object.assign(env, {
         STACK_STATE_DIR: stack.info.stateDir,
         KUBECONFIG: stack.info.kubeconfig,

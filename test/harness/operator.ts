@@ -20,6 +20,10 @@ export interface OperatorProcess {
   /** Starts it again with the same settings. */
   restart(): Promise<void>;
   logs(): Promise<string>;
+  /** Whether /readyz answers 200 right now. */
+  isReady(): Promise<boolean>;
+  /** The running process's id (undefined once it exited). */
+  pid(): number | undefined;
 }
 
 export interface OperatorOptions {
@@ -27,22 +31,29 @@ export interface OperatorOptions {
   taskQueue?: string;
   extraArgs?: string[];
   extraEnv?: Record<string, string>;
+  /** Talk to the API server with this kubeconfig instead of the run's admin one (e.g. a ServiceAccount token). */
+  kubeconfig?: string;
+  /** Wait until /readyz says ready before returning (default); false returns once the process serves /healthz. */
+  waitReady?: boolean;
+  readyTimeoutMs?: number;
+  /** Tells this process's log file apart from others on the same task queue (default: the task queue alone). */
+  logName?: string;
 }
 
-/** Spawns `application-operator run` against the run's stack and waits until /readyz says ready. */
+/** Spawns `application-operator run` against the run's stack and waits until /readyz says ready (or, without waitReady, /healthz). */
 export async function startOperator(opts: OperatorOptions): Promise<OperatorProcess> {
   const env = await testEnv();
   const taskQueue = opts.taskQueue ?? `test-${randomUUID()}`;
   const port = await freePort();
   const metricsUrl = `http://127.0.0.1:${port}`;
-  const logFile = join(tmpdir(), `operator-${taskQueue}.log`);
+  const logFile = join(tmpdir(), `operator-${taskQueue}${opts.logName ? `-${opts.logName}` : ''}.log`);
   const log = createWriteStream(logFile, { flags: 'a' });
   let child: ChildProcess | undefined;
 
   const start = async () => {
     child = spawn(process.execPath, [
       join(root, 'bin', 'application-operator.ts'), 'run',
-      `--kubeconfig=${env.kubeconfigPath}`, `--temporal-address=${env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
+      `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
       `--task-queue=${taskQueue}`, `--namespaces=${opts.namespaces.join(',')}`, `--workflow-bundle=${env.workflowBundlePath}`,
       `--metrics-addr=127.0.0.1:${port}`, '--temporal-ui-url=http://127.0.0.1:8233', '--coalesce-ms=100', '--progress-recheck-seconds=5',
       '--log-level=debug', '--no-register-search-attributes',
@@ -51,11 +62,12 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
     const c = child;
-    await eventually('operator ready', async () => {
+    const probe = opts.waitReady === false ? 'healthz' : 'readyz';
+    await eventually(`operator ${probe === 'readyz' ? 'ready' : 'serving'}`, async () => {
       if (c.exitCode !== null) throw new Error(`operator exited with ${c.exitCode}; log: ${logFile}\n${(await readFile(logFile, 'utf8')).slice(-3000)}`);
-      const r = await fetch(`${metricsUrl}/readyz`).catch(() => null);
+      const r = await fetch(`${metricsUrl}/${probe}`).catch(() => null);
       return r?.ok ? true : undefined;
-    }, { timeoutMs: 60_000 });
+    }, { timeoutMs: opts.readyTimeoutMs ?? 60_000 });
   };
 
   const stop = async (signal: NodeJS.Signals = 'SIGTERM') => {
@@ -67,5 +79,10 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
   };
 
   await start();
-  return { taskQueue, metricsUrl, logFile, stop, restart: start, logs: () => readFile(logFile, 'utf8') };
+  return {
+    taskQueue, metricsUrl, logFile, stop, restart: start,
+    logs: () => readFile(logFile, 'utf8'),
+    isReady: async () => (await fetch(`${metricsUrl}/readyz`).catch(() => null))?.ok === true,
+    pid: () => (child && child.exitCode === null && child.signalCode === null ? child.pid : undefined),
+  };
 }

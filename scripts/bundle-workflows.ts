@@ -1,0 +1,19 @@
+#!/usr/bin/env node
+// Bundles the operator's workflow code (workflows/index.ts) into one file, so workers load it with
+// --workflow-bundle / WORKFLOW_BUNDLE_PATH instead of running webpack at every start. The container image runs this
+// at build time. Usage: node scripts/bundle-workflows.ts [out.js]   (default dist/workflow-bundle.js)
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const out = resolve(process.argv[2] ?? 'dist/workflow-bundle.js');
+const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+const quiet = () => undefined;
+const { code } = await bundleWorkflowCode({
+  workflowsPath,
+  logger: { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) },
+});
+await mkdir(dirname(out), { recursive: true });
+await writeFile(out, code);
+console.log(`wrote ${out} (${Math.round(code.length / 1024)} KiB) from ${workflowsPath}`);

@@ -1,0 +1,384 @@
+// RBAC, proven both ways against the real API server (RBAC on): the operator runs the whole reconcile flow as a
+// ServiceAccount bound to deploy/'s roles; and for every (resource, verb) those roles grant, a copy of them without
+// just that permission makes a step of the flow fail, the step `needs` below names. A permission nothing needs would
+// let its variant pass, and a permission without an entry in `needs` fails the test: the table is the role's
+// justification, kept true by running it.
+import { Client } from '@temporalio/client';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { parse } from 'yaml';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, kubeApi, temporalClient, type Json, type KubeObject } from '../harness/apps.ts';
+import { testEnv } from '../harness/env.ts';
+import { startOperator, type OperatorProcess } from '../harness/operator.ts';
+import { eventually } from '../harness/wait.ts';
+
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+
+const readRules = (file: string) => (parse(readFileSync(new URL(`../../deploy/${file}`, import.meta.url), 'utf8')) as { rules: Rule[] }).rules;
+const clusterRules = readRules('clusterrole.yaml');
+const leaderRules = readRules('leader-election-role.yaml');
+
+const children = [
+  { apiVersion: 'apps/v1', kind: 'Deployment' },
+  { apiVersion: 'v1', kind: 'Service' },
+  { apiVersion: 'v1', kind: 'PersistentVolumeClaim' },
+  { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' },
+  { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule' },
+  { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService' },
+] as const;
+type ChildKind = (typeof children)[number]['kind'];
+
+/** The reconcile flow, in order. */
+const stepNames = [
+  'ready', 'leader', 'apps Running', 'event', 'prune', 'delete',
+  ...children.map((c) => `drift ${c.kind}` as const),
+  'image', 'canary', 'promote', 'finalize',
+] as const;
+type Step = (typeof stepNames)[number];
+
+/** What a step builds on; a variant runs only the steps its expected failure needs, to keep the file fast. */
+const prerequisites = (s: Step): Step[] => {
+  if (s === 'ready') return [];
+  if (s === 'leader') return ['ready'];
+  if (s === 'apps Running') return ['ready', 'leader'];
+  if (s === 'promote' || s === 'finalize') return ['ready', 'leader', 'apps Running', 'canary'];
+  return ['ready', 'leader', 'apps Running'];
+};
+
+/**
+ * Why each permission is granted: the steps of which one must be the first to fail without it. 'ready' is also
+ * accepted for an informer's list and watch, since a watcher may rightly report an informer it cannot run as not ready.
+ */
+const informer = (kind: ChildKind): Step[] => ['ready', `drift ${kind}`];
+const child = (kind: ChildKind, get: Step[] | null) => ({
+  ...(get ? { get } : {}), list: informer(kind), watch: informer(kind), create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete'] as Step[],
+});
+const needs: Record<string, Partial<Record<string, Step[]>>> = {
+  // Read by every reconcile, watched by the watcher, patched to add and release the finalizer.
+  'myapp.example.com/applications': { get: ['apps Running'], list: ['ready', 'apps Running'], watch: ['ready', 'apps Running'], patch: ['apps Running'] },
+  'myapp.example.com/applications/status': { patch: ['apps Running'] },
+  // get: status is read from the Deployment and the Service; the others are read back before a child the spec no
+  // longer wants is pruned.
+  // create: server-side apply of an object that does not exist yet is authorized as create too, not only patch.
+  'apps/deployments': child('Deployment', ['apps Running']),
+  'core/services': child('Service', ['apps Running']),
+  'core/persistentvolumeclaims': child('PersistentVolumeClaim', null),
+  'autoscaling/horizontalpodautoscalers': child('HorizontalPodAutoscaler', ['prune']),
+  'networking.istio.io/virtualservices': child('VirtualService', ['prune']),
+  'networking.istio.io/destinationrules': child('DestinationRule', ['prune']),
+  'core/pods': { list: ['canary'] },
+  'events.k8s.io/events': { create: ['event'] },
+  'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
+};
+
+/** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
+const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'canary': 30_000 };
+const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
+const PASS_MS = 60_000;
+
+interface Permission {
+  role: 'cluster' | 'leader';
+  group: string;
+  resource: string;
+  verb: string;
+}
+const keyOf = (p: Pick<Permission, 'group' | 'resource'>) => `${p.group || 'core'}/${p.resource}`;
+const describePermission = (p: Permission) => `${p.verb} ${p.resource}${p.group ? `.${p.group}` : ''}`;
+
+/** Every (resource, verb) the roles grant, and the rules without exactly that one. */
+function variantsOf(role: Permission['role'], rules: Rule[]): { missing: Permission; rules: Rule[] }[] {
+  return rules.flatMap((rule, i) => rule.apiGroups.flatMap((group) => rule.resources.flatMap((resource) => rule.verbs.map((verb) => ({
+    missing: { role, group, resource, verb },
+    rules: rules.flatMap((r, j) => {
+      if (j !== i) return [r];
+      const rest: Rule[] = [];
+      if (r.verbs.length > 1) rest.push({ ...r, apiGroups: [group], resources: [resource], verbs: r.verbs.filter((v) => v !== verb) });
+      if (r.resources.length > 1) rest.push({ ...r, apiGroups: [group], resources: r.resources.filter((x) => x !== resource) });
+      if (r.apiGroups.length > 1) rest.push({ ...r, apiGroups: r.apiGroups.filter((g) => g !== group) });
+      return rest;
+    }),
+  })))));
+}
+
+const variants = [...variantsOf('cluster', clusterRules), ...variantsOf('leader', leaderRules)];
+
+interface FlowResult {
+  passed: { step: Step; ms: number }[];
+  failed?: { step: Step; error: string };
+  /** Lines of the operator's log that mention a denied request, to say why a step failed. */
+  forbidden: string[];
+  logFile: string;
+}
+
+const SA = 'application-operator';
+const LEASE = 'application-operator-leader';
+const fullSpec = (storage: boolean) => ({
+  image: 'nginx:1.25', replicas: 1,
+  service: { ports: [{ name: 'http', port: 80 }] },
+  autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 3, targetCPU: 70 },
+  serviceMesh: { enabled: true },
+  ...(storage ? { storage: { size: '1Gi' } } : {}),
+});
+
+// The admin side talks to the API server in-process: dozens of runs would otherwise spawn hundreds of kubectls.
+const admin = () => kubeApi();
+const applyAsUser = async (obj: Json) => (await admin()).apply(obj as KubeObject, { fieldManager: 'test-user' });
+const appRef = (namespace: string, name: string) => ({ apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace, name });
+const rbacPath = (plural: string, name?: string, namespace?: string) => `/apis/rbac.authorization.k8s.io/v1/${namespace ? `namespaces/${namespace}/` : ''}${plural}${name ? `/${name}` : ''}`;
+
+/** A kubeconfig that authenticates with a bound ServiceAccount token (TokenRequest), trusting the stack's CA. */
+async function serviceAccountKubeconfig(ns: string): Promise<string> {
+  const env = await testEnv();
+  const cluster = env.kc.getCurrentCluster();
+  if (!cluster) throw new Error('admin kubeconfig has no cluster');
+  const ca = cluster.caData ?? (cluster.caFile ? readFileSync(cluster.caFile).toString('base64') : undefined);
+  // TokenRequest, as `kubectl create token` does: a bound token, valid for an hour.
+  const review = await (await admin()).request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${SA}/token`, {
+    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
+  });
+  const token = review!.status.token;
+  const file = join(await mkdtemp(join(tmpdir(), 'rbac-')), 'kubeconfig');
+  await writeFile(file, JSON.stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'sa',
+    clusters: [{ name: 'stack', cluster: { server: cluster.server, ...(ca ? { 'certificate-authority-data': ca } : {}) } }],
+    users: [{ name: SA, user: { token } }],
+    contexts: [{ name: 'sa', context: { cluster: 'stack', user: SA, namespace: ns } }],
+  }), { mode: 0o600 });
+  return file;
+}
+
+/** Creates the run's ServiceAccount, the ClusterRole under a name of its own, and the leader-election Role in the run's namespace, with their bindings. */
+async function createRbac(ns: string, roleName: string, cluster: Rule[], leader: Rule[]): Promise<void> {
+  const api = await admin();
+  const subjects = [{ kind: 'ServiceAccount', name: SA, namespace: ns }];
+  const rbac = 'rbac.authorization.k8s.io/v1';
+  const leaderRole = 'application-operator-leader-election';
+  await api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: SA, namespace: ns } } });
+  await api.request('POST', rbacPath('clusterroles'), { body: { apiVersion: rbac, kind: 'ClusterRole', metadata: { name: roleName }, rules: cluster } });
+  await api.request('POST', rbacPath('clusterrolebindings'), { body: { apiVersion: rbac, kind: 'ClusterRoleBinding', metadata: { name: roleName }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName }, subjects } });
+  await api.request('POST', rbacPath('roles', undefined, ns), { body: { apiVersion: rbac, kind: 'Role', metadata: { name: leaderRole, namespace: ns }, rules: leader } });
+  await api.request('POST', rbacPath('rolebindings', undefined, ns), { body: { apiVersion: rbac, kind: 'RoleBinding', metadata: { name: leaderRole, namespace: ns }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: leaderRole }, subjects } });
+}
+
+/**
+ * Runs the flow with an operator that authenticates as a ServiceAccount holding exactly these rules. Stops at the
+ * first step that fails. Without `expectFailure` every step runs; with it, only those steps and what they build on,
+ * and they get only their proof window. Only runs that are about PVCs give the app storage: each bound claim takes a
+ * volume from the cluster.
+ */
+async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFailure: Step[] = [], storage = true): Promise<FlowResult> {
+  const api = await admin();
+  const ns = { name: `rbac-${randomBytes(3).toString('hex')}` };
+  await api.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns.name } } });
+  const roleName = `rbac-test-${ns.name}`;
+  const identity = `${label.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}-${randomBytes(2).toString('hex')}`;
+  let op: OperatorProcess | undefined;
+  const result: FlowResult = { passed: [], forbidden: [], logFile: '' };
+  try {
+    await createRbac(ns.name, roleName, cluster, leader);
+    op = await startOperator({
+      namespaces: [ns.name], kubeconfig: await serviceAccountKubeconfig(ns.name), waitReady: false,
+      extraArgs: ['--log-level=info', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
+      extraEnv: { POD_NAME: identity },
+    });
+    result.logFile = op.logFile;
+    const o = op;
+    const n = ns.name;
+    const flow: Record<Step, (timeoutMs: number) => Promise<unknown>> = {
+      'ready': (t) => until('readyz', async () => o.isReady(), t),
+      'leader': (t) => until(`Lease held by ${identity} and renewed`, async () => {
+        const lease = await getObject('coordination.k8s.io/v1', 'Lease', n, LEASE);
+        return lease?.spec?.holderIdentity === identity && lease.spec.renewTime !== lease.spec.acquireTime;
+      }, t),
+      'apps Running': async (t) => {
+        await applyAsUser(appManifest(n, 'full', fullSpec(storage)));
+        await applyAsUser(appManifest(n, 'plain', { image: 'nginx:1.25' }));
+        await until('full and plain Running with every child', async () => {
+          const [full, plain] = await Promise.all([getApp(n, 'full'), getApp(n, 'plain')]);
+          const running = (a: Json | null) => a?.status?.phase === 'Running' && a.status.observedGeneration === a.metadata.generation;
+          if (!running(full) || !running(plain)) return false;
+          const kinds = children.filter((c) => storage || c.kind !== 'PersistentVolumeClaim');
+          return (await Promise.all(kinds.map((c) => getObject(c.apiVersion, c.kind, n, 'full')))).every(Boolean);
+        }, t);
+      },
+      'event': (t) => until('an Event on the Application', async () => {
+        const events = await (await kubeApi()).list<Json>(`/apis/events.k8s.io/v1/namespaces/${n}/events`);
+        return events.items.some((e) => e.regarding?.kind === 'Application' && e.regarding?.name === 'full' && /application-operator/.test(e.reportingController ?? ''));
+      }, t),
+      'prune': async (t) => {
+        const extras = children.filter((c) => ['HorizontalPodAutoscaler', 'VirtualService', 'DestinationRule'].includes(c.kind));
+        const present = async () => Promise.all(extras.map(async (c) => (await getObject(c.apiVersion, c.kind, n, 'plain')) !== null));
+        await applyAsUser(appManifest(n, 'plain', { image: 'nginx:1.25', autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 2, targetCPU: 80 }, serviceMesh: { enabled: true } }));
+        await until('plain gained an HPA and Istio routes', async () => (await present()).every(Boolean), t);
+        await applyAsUser(appManifest(n, 'plain', { image: 'nginx:1.25' }));
+        await until('plain\'s HPA and Istio routes pruned', async () => !(await present()).some(Boolean), t);
+      },
+      'delete': async (t) => {
+        await api.delete(appRef(n, 'plain'));
+        await until('plain deleted (finalizer released) with its children', async () => (await getApp(n, 'plain')) === null && (await getDeployment(n, 'plain')) === null, t);
+      },
+      ...Object.fromEntries(children.map((c) => [`drift ${c.kind}`, async (t: number) => {
+        const was = await getObject(c.apiVersion, c.kind, n, 'full');
+        if (!was) throw new Error(`${c.kind} full is missing before the drift step`);
+        const ref = { apiVersion: c.apiVersion, kind: c.kind, namespace: n, name: 'full' };
+        await api.delete(ref);
+        // A PVC in use stays Terminating behind kubernetes.io/pvc-protection; let it go so the operator sees it deleted.
+        if (c.kind === 'PersistentVolumeClaim') await api.mergePatch(ref, { metadata: { finalizers: null } }).catch(() => null);
+        await until(`${c.kind} full put back`, async () => {
+          const now = await getObject(c.apiVersion, c.kind, n, 'full');
+          return Boolean(now && now.metadata.uid !== was.metadata.uid && !now.metadata.deletionTimestamp);
+        }, t);
+      }])) as Record<`drift ${ChildKind}`, (t: number) => Promise<void>>,
+      'image': async (t) => {
+        await api.mergePatch(appRef(n, 'full'), { spec: { image: 'nginx:1.27' } });
+        await until('image rolled out', async () => (await getDeployment(n, 'full'))?.spec.template.spec.containers[0].image === 'nginx:1.27', t);
+      },
+      // Traffic reaches the canary only after a health gate has seen its pods ready.
+      'canary': async (t) => {
+        await applyAsUser(appManifest(n, 'full', {
+          ...fullSpec(storage), image: 'nginx:1.27',
+          serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', healthGates: { interval: '1s', failureThreshold: 3 }, steps: [{ setWeight: 50 }, { pause: { duration: '3s' } }] } },
+        }));
+        await until('50% of traffic on the canary', async () => {
+          const routes: Json[] = (await getObject('networking.istio.io/v1', 'VirtualService', n, 'full'))?.spec?.http?.[0]?.route ?? [];
+          return routes.some((r) => r.destination?.subset === 'canary' && r.weight === 50);
+        }, t);
+      },
+      'promote': (t) => until('canary promoted and removed', async () => (await getApp(n, 'full'))?.status?.canary?.phase === 'Promoted' && (await getDeployment(n, 'full-canary')) === null, t),
+      'finalize': async (t) => {
+        await api.delete(appRef(n, 'full'));
+        await until('full deleted', async () => (await getApp(n, 'full')) === null, t);
+      },
+    };
+    const wanted = new Set(expectFailure.length ? expectFailure.flatMap((s) => [...prerequisites(s), s]) : stepNames);
+    for (const step of stepNames.filter((s) => wanted.has(s))) {
+      const started = Date.now();
+      try {
+        await flow[step](expectFailure.includes(step) ? proofWindow(step) : PASS_MS);
+        result.passed.push({ step, ms: Date.now() - started });
+      } catch (err) {
+        result.failed = { step, error: err instanceof Error ? err.message : String(err) };
+        break;
+      }
+    }
+    result.forbidden = (await o.logs()).split('\n').filter((l) => /forbidden/i.test(l)).map((l) => {
+      try {
+        const j = JSON.parse(l) as Json;
+        return `${j.msg ?? ''}: ${String(j.err ?? j.error?.message ?? JSON.stringify(j.error ?? '')).slice(0, 240)}`;
+      } catch {
+        return l.slice(0, 240);
+      }
+    }).filter((l, i, all) => all.indexOf(l) === i).slice(0, 4);
+    return result;
+  } finally {
+    await op?.stop('SIGKILL');
+    if (op) await terminateWorkflows(op.taskQueue);
+    // Nothing will release the finalizers now; without this the namespace could never go away.
+    for (const app of ['full', 'plain']) await api.mergePatch(appRef(ns.name, app), { metadata: { finalizers: null } }).catch(() => null);
+    for (const plural of ['clusterrolebindings', 'clusterroles']) await api.request('DELETE', rbacPath(plural, roleName), { allowNotFound: true }).catch(() => null);
+    await api.request('DELETE', `/api/v1/namespaces/${ns.name}`, { allowNotFound: true }).catch(() => null);
+  }
+}
+
+function until(what: string, ok: () => Promise<boolean>, timeoutMs: number): Promise<true> {
+  return eventually(what, async () => ((await ok()) ? true : undefined), { timeoutMs, intervalMs: 300 });
+}
+
+async function terminateWorkflows(taskQueue: string): Promise<void> {
+  const client: Client = await temporalClient();
+  for await (const wf of client.workflow.list({ query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'` })) {
+    await client.workflow.getHandle(wf.workflowId, wf.runId).terminate('rbac test finished').catch(() => undefined);
+  }
+}
+
+/** Runs fns with at most `limit` at once. */
+function pool<T>(limit: number, fns: (() => Promise<T>)[]): Promise<T>[] {
+  let active = 0;
+  const queue: (() => void)[] = [];
+  return fns.map((fn) => new Promise<T>((resolve, reject) => {
+    const run = () => {
+      active++;
+      fn().then(resolve, reject).finally(() => {
+        active--;
+        queue.shift()?.();
+      });
+    };
+    if (active < limit) run();
+    else queue.push(run);
+  }));
+}
+
+const show = (r: FlowResult) => [
+  `passed: ${r.passed.map((p) => `${p.step} (${(p.ms / 1000).toFixed(1)} s)`).join(', ') || 'nothing'}`,
+  r.failed ? `failed: ${r.failed.step}: ${r.failed.error}` : 'failed: nothing',
+  `denied requests in the operator log (${r.logFile}): ${r.forbidden.join(' | ') || 'none'}`,
+].join('\n');
+
+describe('RBAC of deploy/ (least privilege, proven)', () => {
+  let baseline: Promise<FlowResult>;
+  let results: Promise<FlowResult>[];
+
+  before(() => {
+    // The full role first, then one variant per permission; RBAC_TEST_CONCURRENCY trades speed for load.
+    const runs = pool(Number(process.env['RBAC_TEST_CONCURRENCY'] ?? 6), [
+      () => runFlow('full', clusterRules, leaderRules),
+      ...variants.map((v) => () => runFlow(
+        `no-${v.missing.verb}-${v.missing.resource}`,
+        v.missing.role === 'cluster' ? v.rules : clusterRules,
+        v.missing.role === 'leader' ? v.rules : leaderRules,
+        needs[keyOf(v.missing)]?.[v.missing.verb] ?? [],
+        v.missing.resource === 'persistentvolumeclaims',
+      )),
+    ]);
+    // Every run settles on its own; a rejection is reported by the test that awaits it.
+    for (const r of runs) r.catch(() => undefined);
+    baseline = runs[0]!;
+    results = runs.slice(1);
+  });
+  after(async () => closeTemporal());
+
+  it('grants no wildcard and nothing outside the operator\'s API groups', () => {
+    const groups = new Set(['myapp.example.com', 'apps', '', 'autoscaling', 'networking.istio.io', 'events.k8s.io', 'coordination.k8s.io']);
+    for (const r of [...clusterRules, ...leaderRules]) {
+      for (const field of [r.apiGroups, r.resources, r.verbs]) assert.ok(!field.includes('*'), `wildcard in ${JSON.stringify(r)}`);
+      for (const g of r.apiGroups) assert.ok(groups.has(g), `unexpected API group ${g}`);
+    }
+    for (const v of variants) assert.ok(needs[keyOf(v.missing)]?.[v.missing.verb], `no probe for ${describePermission(v.missing)}: add to \`needs\` the step that fails without it, or drop it from the role`);
+  });
+
+  it('the operator runs the whole flow as the ServiceAccount, with no request denied', async (t) => {
+    const r = await baseline;
+    t.diagnostic(show(r));
+    assert.equal(r.failed, undefined, show(r));
+    assert.deepEqual(r.forbidden, [], show(r));
+    // A variant's failure only proves something if the full role gets through the same step within its window.
+    const probed = new Set(Object.values(needs).flatMap((byVerb) => Object.values(byVerb).flat()));
+    for (const p of r.passed.filter((x) => probed.has(x.step))) {
+      assert.ok(p.ms < proofWindow(p.step), `${p.step} took ${p.ms} ms with every permission, longer than its ${proofWindow(p.step)} ms proof window\n${show(r)}`);
+    }
+  });
+
+  for (const [i, v] of variants.entries()) {
+    const expected = needs[keyOf(v.missing)]?.[v.missing.verb] ?? [];
+    it(`without ${describePermission(v.missing)}, ${expected.join(' or ') || '(no probe)'} fails`, async (t) => {
+      const r = await results[i]!;
+      t.diagnostic(`${r.failed ? `${r.failed.step} failed` : 'nothing failed'}; denied: ${r.forbidden[0] ?? 'nothing logged'}`);
+      assert.ok(r.failed, `the flow passed without ${describePermission(v.missing)}: the operator does not need it\n${show(r)}`);
+      assert.ok(expected.length > 0, `without ${describePermission(v.missing)} ${r.failed.step} failed, but \`needs\` names no step for it\n${show(r)}`);
+      assert.ok(expected.includes(r.failed.step), `expected ${expected.join(' or ')} to fail first\n${show(r)}`);
+      // Not a slow or broken stack: the API server denied the operator something, or (for best-effort writes such as
+      // Events, whose denial is swallowed) the same run reconciled Applications fine up to the failing step.
+      assert.ok(r.forbidden.length > 0 || r.passed.some((p) => p.step === 'apps Running'), `no request was denied and nothing was reconciled: the failure proves nothing\n${show(r)}`);
+    });
+  }
+});
