@@ -158,16 +158,19 @@ export async function finishCanarySpec(deps: ActivityDeps, input: CanaryRef & { 
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
   const { pauseEndsAt, abortedBy, reason, ...rest } = input.status;
   // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
+  let uid: string | undefined;
   try {
-    await deps.kube.mergePatch(appRef(input), {
+    const patched = await deps.kube.mergePatch(appRef(input), {
       status: { canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null } },
     }, 'status');
+    uid = patched?.metadata.uid;
   } catch (err) {
     // The Application is gone (deleted mid-rollout): nothing left to report on.
     if (err instanceof KubeError && err.status === 404) return;
     throw err;
   }
-  if (input.event) await recordEvent(deps.kube, { namespace: input.namespace, name: input.name, ...input.event });
+  // kubectl describe finds events by the object's uid.
+  if (input.event) await recordEvent(deps.kube, { namespace: input.namespace, name: input.name, ...(uid ? { uid } : {}), ...input.event });
   const { phase } = input.status;
   deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: activityWorkflowId(), canary: input.status.version })
     .info({ phase, step: input.status.step, weight: input.status.weight }, input.status.message);

@@ -141,7 +141,8 @@ describe('canary rollouts', () => {
     const app = await waitCanaryPhase(ns.name, 'bad', 'RolledBack');
     assert.match(app.status.canary.reason, /health gate failed 3 times.*0\/1 canary replicas ready/);
     await assertSteadyState(ns.name, 'bad');
-    const events = await kube(['-n', ns.name, 'get', 'events', '--field-selector', 'involvedObject.name=bad', '-o', 'jsonpath={.items[*].reason}']);
+    // By uid, as kubectl describe looks them up.
+    const events = await kube(['-n', ns.name, 'get', 'events', '--field-selector', `involvedObject.uid=${app.metadata.uid}`, '-o', 'jsonpath={.items[*].reason}']);
     assert.match(events, /CanaryRolledBack/);
   });
 
