@@ -282,7 +282,10 @@ async function loadPki(stateDir: string): Promise<PemPki> {
 export async function startServer(info: StackInfo, name: ServerName, print: (l: string) => void = () => {}): Promise<void> {
   const spec = info.servers[name];
   if (isOurs(spec.pid, spec.command)) return;
-  for (const port of spec.ports) await assertPortFree(port, name);
+  // A server just killed may hold its ports for a moment while the kernel tears its sockets down.
+  for (const port of spec.ports) {
+    await waitFor(`port ${port} free for ${name}`, () => assertPortFree(port, name).then(() => true), { timeoutMs: 15_000 });
+  }
   const t0 = Date.now();
   const pid = startDetached(spec);
   spec.pid = pid;
