@@ -37,7 +37,7 @@ export default tseslint.config(
   },
   {
     // Tests poke at raw JSON from the API server; typing every field would hide what is asserted.
-    files: ['test/**/*.ts', 'bench/**/*.ts', 'chaos/**/*.ts'],
+    files: ['test/**/*.ts', 'testkit/**/*.ts', 'bench/**/*.ts', 'chaos/**/*.ts'],
     rules: {
       '@typescript-eslint/no-explicit-any': 'off',
       '@typescript-eslint/no-unsafe-assignment': 'off',

@@ -1,23 +1,28 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, CANARY_SUBSET, FIELD_MANAGER, KIND, LABEL_NAME, LABEL_VERSION, STABLE_SUBSET, canaryName, childName } from '../api/constants.ts';
+import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
+import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import { renderDestinationRule, renderVirtualService } from '../render/istio.ts';
-import type { CanaryHealth, CanaryRef, CanaryStatusInput, RolloutPlan, SetWeightInput } from '../workflows/messages.ts';
+import { readRouteWeights, renderDestinationRule, renderVirtualService, type RouteWeights } from '../render/istio.ts';
+import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
+import { routableWeight } from '../workflows/rollout/decide.ts';
+import type { RolloutPlan } from '../workflows/rollout/plan.ts';
+import type { CanaryHealth, CanaryRef, CanaryStatusInput, PlanInput, SetWeightInput } from './types.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 
 const appRef = (c: CanaryRef): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace: c.namespace, name: c.name });
 const named = (c: CanaryRef) => ({ metadata: { name: c.name } });
-const istioRef = (c: CanaryRef, kind: string): ObjectRef => ({ apiVersion: 'networking.istio.io/v1', kind, namespace: c.namespace, name: childName(named(c)) });
+const childRef = (c: CanaryRef, k: { apiVersion: string; kind: string }, name = childName(named(c))): ObjectRef =>
+  ({ apiVersion: k.apiVersion, kind: k.kind, namespace: c.namespace, name });
 
 async function readApp(deps: ActivityDeps, c: CanaryRef): Promise<Application> {
   const raw = await deps.kube.get(appRef(c));
-  if (!raw) throw ApplicationFailure.nonRetryable(`Application ${c.namespace}/${c.name} no longer exists`, 'ApplicationGone');
+  if (!raw) throw ApplicationFailure.nonRetryable(`Application ${c.namespace}/${c.name} no longer exists`, FailureType.ApplicationGone);
   const parsed = parseApplication(raw);
-  if (!parsed.ok) throw ApplicationFailure.nonRetryable(`Application ${c.namespace}/${c.name} is invalid: ${parsed.message}`, 'InvalidSpec');
+  if (!parsed.ok) throw ApplicationFailure.nonRetryable(`Application ${c.namespace}/${c.name} is invalid: ${parsed.message}`, FailureType.InvalidSpec);
   return parsed.app;
 }
 
@@ -37,7 +42,7 @@ function withPlan(app: Application, plan: RolloutPlan): Application {
 }
 
 /** Creates the canary Deployment and the DestinationRule's canary subset, with the route at 0% (idempotent). */
-export async function prepareCanary(deps: ActivityDeps, input: CanaryRef & { plan: RolloutPlan }): Promise<void> {
+export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = withPlan(await readApp(deps, input), input.plan);
   await deps.kube.apply(renderCanaryDeployment(app) as KubeObject, { fieldManager: FIELD_MANAGER });
   heartbeat('canary deployment applied');
@@ -46,41 +51,30 @@ export async function prepareCanary(deps: ActivityDeps, input: CanaryRef & { pla
 
 /** Ready replicas and container restarts of the canary's pods. */
 export async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
-  const d = await deps.kube.get<{ spec?: { replicas?: number }; status?: { readyReplicas?: number } }>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: input.namespace, name: canaryName(named(input)) });
+  const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<{ status?: { containerStatuses?: { restartCount?: number }[] } }>(
-    `/api/v1/namespaces/${encodeURIComponent(input.namespace)}/pods`,
+    { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
     `${LABEL_NAME}=${input.name},${LABEL_VERSION}=${input.version}`,
   );
   const restarts = pods.items.reduce((n, p) => n + (p.status?.containerStatuses ?? []).reduce((m, c) => m + (c.restartCount ?? 0), 0), 0);
   return { exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts };
 }
 
-interface RouteRead {
-  spec?: { http?: { route?: { destination?: { subset?: string }; weight?: number }[] }[] };
-}
-
 /** Reads the VirtualService back: the weights the mesh will actually use. */
-export async function readWeights(deps: ActivityDeps, c: CanaryRef): Promise<{ stable: number; canary: number; total: number } | null> {
-  const vs = await deps.kube.get<RouteRead>(istioRef(c, 'VirtualService'));
-  if (!vs) return null;
-  const routes = vs.spec?.http?.[0]?.route ?? [];
-  // Istio gives a lone destination without a weight all the traffic.
-  const weightOf = (subset: string) => routes.filter((r) => r.destination?.subset === subset).reduce((n, r) => n + (r.weight ?? (routes.length === 1 ? 100 : 0)), 0);
-  const stable = weightOf(STABLE_SUBSET);
-  const canary = weightOf(CANARY_SUBSET);
-  return { stable, canary, total: routes.reduce((n, r) => n + (r.weight ?? (routes.length === 1 ? 100 : 0)), 0) };
+async function readWeights(deps: ActivityDeps, c: CanaryRef): Promise<RouteWeights | null> {
+  return readRouteWeights(await deps.kube.get(childRef(c, kinds.virtualService)));
 }
 
 /**
  * Routes `weight`% to the canary and verifies it by reading the VirtualService back. Refuses (non-retryable
  * CanaryNotReady) to send any traffic to a canary without a ready replica.
  */
-export async function setCanaryWeight(deps: ActivityDeps, input: SetWeightInput & { version: string }): Promise<{ stable: number; canary: number }> {
+export async function setCanaryWeight(deps: ActivityDeps, input: SetWeightInput): Promise<RouteWeights> {
   if (input.weight > 0) {
     const health = await canaryHealth(deps, input);
-    if (health.readyReplicas === 0) {
-      throw ApplicationFailure.nonRetryable(`refusing to route ${input.weight}% to a canary with 0 ready replicas`, 'CanaryNotReady');
+    if (routableWeight(input.weight, health.readyReplicas) !== input.weight) {
+      throw ApplicationFailure.nonRetryable(`refusing to route ${input.weight}% to a canary with 0 ready replicas`, FailureType.CanaryNotReady);
     }
   }
   const app = await readApp(deps, input);
@@ -89,7 +83,7 @@ export async function setCanaryWeight(deps: ActivityDeps, input: SetWeightInput 
   if (!read || read.canary !== input.weight || read.stable !== 100 - input.weight || read.total !== 100) {
     throw new Error(`VirtualService read back as ${JSON.stringify(read)}, expected canary ${input.weight}% / stable ${100 - input.weight}%`);
   }
-  return { stable: read.stable, canary: read.canary };
+  return read;
 }
 
 /** Undo of the whole canary: route 100% to stable (verified), drop the canary subset, delete the canary Deployment. */
@@ -104,14 +98,14 @@ export async function removeCanary(deps: ActivityDeps, input: CanaryRef): Promis
     heartbeat('traffic restored to stable');
     await deps.kube.apply(renderDestinationRule(app, { canary: false }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
   }
-  await deps.kube.delete({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: input.namespace, name: canaryName(named(input)) });
+  await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
 }
 
 /** Promote, first half: the spec's image becomes the canary's (so no later reconcile reverts it), and the stable Deployment runs it. */
-export async function promoteStable(deps: ActivityDeps, input: CanaryRef & { plan: RolloutPlan }): Promise<void> {
+export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = await readApp(deps, input);
   if (app.spec.serviceMesh?.canary?.canaryVersion !== input.plan.version) {
-    throw ApplicationFailure.nonRetryable(`the spec's canary changed to ${app.spec.serviceMesh?.canary?.canaryVersion ?? 'none'} during the rollout of ${input.plan.version}`, 'Superseded');
+    throw ApplicationFailure.nonRetryable(`the spec's canary changed to ${app.spec.serviceMesh?.canary?.canaryVersion ?? 'none'} during the rollout of ${input.plan.version}`, FailureType.Superseded);
   }
   let current = app;
   if (app.spec.image !== input.plan.image) {
@@ -125,29 +119,25 @@ export async function promoteStable(deps: ActivityDeps, input: CanaryRef & { pla
 
 /** Whether the stable Deployment has rolled out `image` and is fully available. */
 export async function stableRolledOut(deps: ActivityDeps, input: CanaryRef & { image: string }): Promise<{ done: boolean; message: string }> {
-  const d = await deps.kube.get<{
-    metadata: { generation?: number };
-    spec?: { replicas?: number; template?: { spec?: { containers?: { image?: string }[] } } };
-    status?: { observedGeneration?: number; updatedReplicas?: number; availableReplicas?: number; replicas?: number };
-  }>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: input.namespace, name: childName(named(input)) });
+  const d = await deps.kube.get<ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>(childRef(input, kinds.deployment));
   if (!d) return { done: false, message: 'the stable Deployment does not exist' };
-  const want = d.spec?.replicas ?? 1;
-  const s = d.status ?? {};
   const image = d.spec?.template?.spec?.containers?.[0]?.image;
-  const done = image === input.image && (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0)
-    && (s.updatedReplicas ?? 0) >= want && (s.availableReplicas ?? 0) >= want && (s.replicas ?? 0) <= want;
-  return { done, message: `stable runs ${image ?? '?'}: ${s.updatedReplicas ?? 0}/${want} updated, ${s.availableReplicas ?? 0} available` };
+  const p = rolloutProgress(d);
+  return {
+    done: image === input.image && p.current && p.available >= p.desired,
+    message: `stable runs ${image ?? '?'}: ${p.updated}/${p.desired} updated, ${p.available} available`,
+  };
 }
 
 /** Compensation for promoteStable: put the stable image back, unless someone changed the spec since. */
-export async function restoreStableImage(deps: ActivityDeps, input: CanaryRef & { plan: RolloutPlan }): Promise<void> {
+export async function restoreStableImage(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const raw = await deps.kube.get<{ metadata: { resourceVersion?: string }; spec?: { image?: string } }>(appRef(input));
   if (!raw || raw.spec?.image !== input.plan.image) return;
   await deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { image: input.plan.stableImage } });
 }
 
 /** Promote, last step: the spec's canary is switched off so the finished rollout is what the spec says. */
-export async function finishCanarySpec(deps: ActivityDeps, input: CanaryRef & { plan: RolloutPlan }): Promise<void> {
+export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const raw = await deps.kube.get<{ metadata: { resourceVersion?: string }; spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input));
   const canary = raw?.spec?.serviceMesh?.canary;
   if (!raw || !canary?.enabled || canary.canaryVersion !== input.plan.version) return;
@@ -174,7 +164,7 @@ export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusI
   const { phase } = input.status;
   deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: activityWorkflowId(), canary: input.status.version })
     .info({ phase, step: input.status.step, weight: input.status.weight }, input.status.message);
-  if (phase === 'Promoted' || phase === 'Aborted' || phase === 'RolledBack' || phase === 'Failed') {
+  if (isTerminal(phase)) {
     deps.metrics?.rollouts.inc({ outcome: phase });
     deps.metrics?.rolloutDuration.observe({ outcome: phase }, (Date.now() - Date.parse(input.status.startedAt)) / 1000);
   }

@@ -29,7 +29,7 @@ export async function recordEvent(kube: Kube, e: EventInput): Promise<void> {
       note: e.message.slice(0, 1024),
       type: e.type,
       regarding: { apiVersion: API_VERSION, kind: KIND, name: e.name, namespace: e.namespace, ...(e.uid ? { uid: e.uid } : {}) },
-    }, `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(e.namespace)}/events`);
+    });
   } catch {
     // Events are a courtesy to kubectl describe; losing one must not fail or retry the work it describes.
   }

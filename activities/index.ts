@@ -1,4 +1,4 @@
-import type { CanaryRef, CanaryStatusInput, FinalizeInput, ReconcileInput, RolloutPlan, SetWeightInput } from '../workflows/messages.ts';
+import type { CanaryRef, CanaryStatusInput, FinalizeInput, PlanInput, ReconcileInput, SetWeightInput } from './types.ts';
 import {
   canaryHealth, finishCanarySpec, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryWeight, stableRolledOut, writeCanaryStatus,
 } from './canary.ts';
@@ -10,14 +10,14 @@ export function createActivities(deps: ActivityDeps) {
   return {
     reconcileApplication: (input: ReconcileInput) => reconcileApplication(deps, input),
     finalizeApplication: (input: FinalizeInput) => finalizeApplication(deps, input),
-    prepareCanary: (input: CanaryRef & { plan: RolloutPlan }) => prepareCanary(deps, input),
+    prepareCanary: (input: PlanInput) => prepareCanary(deps, input),
     canaryHealth: (input: CanaryRef & { version: string }) => canaryHealth(deps, input),
-    setCanaryWeight: (input: SetWeightInput & { version: string }) => setCanaryWeight(deps, input),
+    setCanaryWeight: (input: SetWeightInput) => setCanaryWeight(deps, input),
     removeCanary: (input: CanaryRef) => removeCanary(deps, input),
-    promoteStable: (input: CanaryRef & { plan: RolloutPlan }) => promoteStable(deps, input),
+    promoteStable: (input: PlanInput) => promoteStable(deps, input),
     stableRolledOut: (input: CanaryRef & { image: string }) => stableRolledOut(deps, input),
-    restoreStableImage: (input: CanaryRef & { plan: RolloutPlan }) => restoreStableImage(deps, input),
-    finishCanarySpec: (input: CanaryRef & { plan: RolloutPlan }) => finishCanarySpec(deps, input),
+    restoreStableImage: (input: PlanInput) => restoreStableImage(deps, input),
+    finishCanarySpec: (input: PlanInput) => finishCanarySpec(deps, input),
     writeCanaryStatus: (input: CanaryStatusInput) => writeCanaryStatus(deps, input),
   };
 }

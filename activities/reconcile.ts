@@ -1,12 +1,13 @@
 import { ApplicationFailure, heartbeat } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FINALIZER, KIND, Reason, canaryName, childName } from '../api/constants.ts';
+import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, Reason } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
+import { childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
 import { desiredStatus, statusChanged, withTransitionTimes, type Condition, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
-import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../workflows/messages.ts';
 import { rolloutKey, rolloutPlan } from '../reconcile/canary-plan.ts';
+import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 
@@ -49,11 +50,8 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
 
   const parsed = parseApplication(raw);
   if (!parsed.ok) {
-    const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.InvalidSpec, message: parsed.message }, generation);
-    if (written) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.InvalidSpec, message: parsed.message });
-    deps.metrics?.reconciliations.inc({ name: input.name, namespace: input.namespace, phase: 'Failed' });
-    deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId, generation }).warn({ reason: Reason.InvalidSpec, message: parsed.message }, 'invalid spec');
-    throw ApplicationFailure.nonRetryable(`spec of ${input.namespace}/${input.name} (generation ${generation}) is invalid: ${parsed.message}`, 'InvalidSpec');
+    return reportFailure(deps, raw, input, { reason: Reason.InvalidSpec, message: parsed.message },
+      ApplicationFailure.nonRetryable(`spec of ${input.namespace}/${input.name} (generation ${generation}) is invalid: ${parsed.message}`, FailureType.InvalidSpec));
   }
   const app = parsed.app;
   await ensureFinalizer(deps, raw);
@@ -62,11 +60,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   const removed: string[] = [];
   if (input.apply) {
     const desired = renderChildren(app);
-    // During a rollout the canary Deployment and the Istio routes belong to the rollout workflow.
-    const rolloutOwned = (kind: string, name: string) => input.rolloutActive === true
-      && (kind === 'VirtualService' || kind === 'DestinationRule' || (kind === 'Deployment' && name === canaryName(app)));
-    const apply = desired.apply.map((c) => c.object as KubeObject).filter((o) => !rolloutOwned(o.kind, o.metadata.name));
-    const absent = desired.absent.filter((r) => !rolloutOwned(r.kind, r.name));
+    // During a rollout the children the table marks rolloutOwned belong to the rollout workflow.
+    const ours = (c: { child: { rolloutOwned: boolean } }) => !(input.rolloutActive && c.child.rolloutOwned);
+    const apply = desired.apply.filter(ours).map((c) => c.object);
+    const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
     try {
       if (specChanged) {
@@ -78,17 +75,12 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
         applied.push(describeRef(obj));
       }
     } catch (err) {
-      if (err instanceof KubeError && err.permanent) {
-        const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, { reason: Reason.ApplyFailed, message: err.message }, generation);
-        if (written) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.ApplyFailed, message: err.message });
-        deps.metrics?.reconciliations.inc({ name: input.name, namespace: input.namespace, phase: 'Failed' });
-        deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId, generation }).warn({ reason: Reason.ApplyFailed, message: err.message }, 'child rejected');
-        throw ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, 'ApplyRejected');
-      }
-      throw err;
+      if (!(err instanceof KubeError && err.permanent)) throw err;
+      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message: err.message },
+        ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
     }
     if (specChanged) {
-      await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: 'ChildrenApplied', message: `generation ${generation}: applied ${applied.join(', ')}` });
+      await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: Reason.ChildrenApplied, message: `generation ${generation}: applied ${applied.join(', ')}` });
     }
     // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create).
     const firstPass = raw.status?.observedGeneration === undefined;
@@ -117,11 +109,26 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   };
 }
 
+/**
+ * A problem only the operator can see (an invalid spec, a child the API server refuses): say so in status and in an
+ * Event, count and log it, then fail the activity for good so the workflow waits for the user to change something.
+ */
+async function reportFailure(deps: ActivityDeps, raw: RawApplication, input: ReconcileInput, failure: Failure, error: ApplicationFailure): Promise<never> {
+  const { namespace, name } = input;
+  const generation = raw.metadata.generation;
+  const { written } = await writeStatus(deps, raw, input, { deployment: null, service: null }, failure, generation);
+  if (written) await recordEvent(deps.kube, { namespace, name, uid: raw.metadata.uid ?? '', type: 'Warning', ...failure });
+  deps.metrics?.reconciliations.inc({ name, namespace, phase: 'Failed' });
+  deps.log?.child({ namespace, name, workflowId: input.workflowId, generation }).warn(failure, error.message);
+  throw error;
+}
+
 async function observe(deps: ActivityDeps, app: Application): Promise<Observed> {
-  const ns = app.metadata.namespace;
+  const ns = app.metadata.namespace ?? '';
+  const ref = (k: { apiVersion: string; kind: string }) => ({ apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name: app.metadata.name });
   const [deployment, service] = await Promise.all([
-    deps.kube.get<ObservedDeployment>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns, name: childName(app) }),
-    deps.kube.get<ObservedService>({ apiVersion: 'v1', kind: 'Service', namespace: ns, name: childName(app) }),
+    deps.kube.get<ObservedDeployment>(ref(kinds.deployment)),
+    deps.kube.get<ObservedService>(ref(kinds.service)),
   ]);
   return { deployment, service };
 }
@@ -158,19 +165,10 @@ async function writeStatus(
 /** Deletes every child we may have created ("not found" is done), then releases our finalizer. */
 export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInput): Promise<FinalizeResult> {
   const { kube } = deps;
-  const named = { metadata: { name: input.name } };
   const ns = input.namespace;
-  const children: ObjectRef[] = [
-    { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', namespace: ns, name: childName(named) },
-    { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule', namespace: ns, name: childName(named) },
-    { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', namespace: ns, name: childName(named) },
-    { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns, name: canaryName(named) },
-    { apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns, name: childName(named) },
-    { apiVersion: 'v1', kind: 'Service', namespace: ns, name: childName(named) },
-    { apiVersion: 'v1', kind: 'PersistentVolumeClaim', namespace: ns, name: childName(named) },
-  ];
   const removed: string[] = [];
-  for (const ref of children) {
+  for (const child of finalizeOrder) {
+    const ref = childRef(child, ns, input.name);
     heartbeat(describeRef(ref));
     try {
       if (await kube.delete(ref)) removed.push(describeRef(ref));

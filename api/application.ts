@@ -5,7 +5,7 @@
 // value", "should be less than or equal to") so both read alike in a status condition.
 
 import { z } from 'zod';
-import { API_VERSION, CanaryPhase, KIND, MAX_NAME_LENGTH, Phase, Reason, STABLE_VERSION } from './constants.ts';
+import { API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, RolloutPhase, STABLE_VERSION } from './constants.ts';
 import { parseQuantity } from './quantity.ts';
 
 const DURATION = /^([0-9]+(ms|s|m|h))+$/;
@@ -395,7 +395,7 @@ const conditionSchema = z.object({
 });
 
 const canaryStatusSchema = z.object({
-  phase: z.enum(CanaryPhase).optional(),
+  phase: z.enum(RolloutPhase).optional(),
   step: z.int().optional(),
   totalSteps: z.int().optional(),
   weight: z.int().optional(),

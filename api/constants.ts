@@ -38,6 +38,7 @@ export const CONFIGMAP_VOLUME_PREFIX = 'cm-';
 /** Longest Application name for which `<name>-canary` is still a valid 63-character DNS-1035 label. */
 export const MAX_NAME_LENGTH = 63 - '-canary'.length;
 
+/** Phases of an Application (status.phase). */
 export const Phase = {
   Pending: 'Pending',
   Running: 'Running',
@@ -47,8 +48,8 @@ export const Phase = {
 } as const;
 export type Phase = (typeof Phase)[keyof typeof Phase];
 
-export const CanaryPhase = {
-  Idle: 'Idle',
+/** Phases of a canary rollout (status.canary.phase, the rollout query, the UI). */
+export const RolloutPhase = {
   Progressing: 'Progressing',
   Paused: 'Paused',
   Promoting: 'Promoting',
@@ -58,25 +59,34 @@ export const CanaryPhase = {
   RolledBack: 'RolledBack',
   Failed: 'Failed',
 } as const;
-export type CanaryPhase = (typeof CanaryPhase)[keyof typeof CanaryPhase];
+export type RolloutPhase = (typeof RolloutPhase)[keyof typeof RolloutPhase];
+
+/** Phases in which a rollout is over: its canary is never restarted by itself. */
+export const terminalRolloutPhases: ReadonlySet<string> = new Set<RolloutPhase>([
+  RolloutPhase.Promoted, RolloutPhase.Aborted, RolloutPhase.RolledBack, RolloutPhase.Failed,
+]);
+
+/** True when a rollout in this phase is over. */
+export function isTerminal(phase: string | undefined): boolean {
+  return phase !== undefined && terminalRolloutPhases.has(phase);
+}
 
 export const ConditionType = {
   Ready: 'Ready',
   Progressing: 'Progressing',
   Degraded: 'Degraded',
   InvalidSpec: 'InvalidSpec',
-  CanaryProgressing: 'CanaryProgressing',
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
 
+/** Reasons of conditions and Events, CamelCase as Kubernetes writes them. */
 export const Reason = {
   Reconciled: 'Reconciled',
-  ReconcileFailed: 'ReconcileFailed',
   InvalidSpec: 'InvalidSpec',
   ValidSpec: 'ValidSpec',
   ApplyFailed: 'ApplyFailed',
+  ChildrenApplied: 'ChildrenApplied',
   AllReplicasReady: 'AllReplicasReady',
-  SomeReplicasReady: 'SomeReplicasReady',
   NoReplicasReady: 'NoReplicasReady',
   DeploymentProgressing: 'DeploymentProgressing',
   ProgressDeadlineExceeded: 'ProgressDeadlineExceeded',
@@ -86,14 +96,32 @@ export const Reason = {
   CanaryStepCompleted: 'CanaryStepCompleted',
   CanaryPaused: 'CanaryPaused',
   CanaryResumed: 'CanaryResumed',
+  CanaryPromoting: 'CanaryPromoting',
   CanaryPromoted: 'CanaryPromoted',
+  CanaryAborting: 'CanaryAborting',
   CanaryAborted: 'CanaryAborted',
+  CanaryRollingBack: 'CanaryRollingBack',
   CanaryRolledBack: 'CanaryRolledBack',
-  CanaryFailed: 'CanaryFailed',
-  HealthGateFailed: 'HealthGateFailed',
-  NoCanary: 'NoCanary',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
+
+/**
+ * Types of the non-retryable failures activities raise (ApplicationFailure.type). The workflows decide on them:
+ * each is listed in the retry policy of the activities that raise it.
+ */
+export const FailureType = {
+  /** The spec does not parse; a status condition says why. */
+  InvalidSpec: 'InvalidSpec',
+  /** The API server refused a child for good (400/422); a status condition says why. */
+  ApplyRejected: 'ApplyRejected',
+  /** Refused to route traffic to a canary without a ready replica. */
+  CanaryNotReady: 'CanaryNotReady',
+  /** The spec's canary changed while this rollout ran. */
+  Superseded: 'Superseded',
+  /** The Application was deleted. */
+  ApplicationGone: 'ApplicationGone',
+} as const;
+export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
 interface Named {
   metadata: { name: string };

@@ -6,7 +6,7 @@ import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../stack/processes.ts';
+import { freePort } from '../lib/net.ts';
 import type { StackInfo } from '../stack/stack.ts';
 
 const root = resolve(import.meta.dirname, '..');

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseArgs, promisify } from 'node:util';
 import { parseApplication } from '../api/application.ts';
 import { API_VERSION, FIELD_MANAGER, KIND, LABEL_MANAGED_BY, MANAGED_BY, childName } from '../api/constants.ts';
-import { control } from '../bin/control.ts';
+import { control } from '../client/control.ts';
 import { Kube, type KubeObject } from '../kube/client.ts';
 import { collectionPath } from '../kube/resources.ts';
 import { renderChildren } from '../render/index.ts';
@@ -159,20 +159,19 @@ const appManifest = (namespace: string, name: string, spec: Record<string, unkno
 const appNames = (n: number, prefix = 'app') => Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(String(n - 1).length, '0')}`);
 
 async function createNamespace(ctx: Ctx, name: string): Promise<void> {
-  await ctx.kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } }, '/api/v1/namespaces');
+  await ctx.kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   ctx.api.count('POST');
 }
 
 /** Creates the Applications, `concurrency` at a time; returns when each create was answered (ms since epoch). */
 async function createApps(ctx: Ctx, namespace: string, names: string[], spec: Record<string, unknown>, createdAt?: Map<string, number>): Promise<void> {
-  const collection = collectionPath(API_VERSION, KIND, namespace);
   let done = 0;
   let lastReport = Date.now();
   await pool(names, ctx.opts.createConcurrency, async (name) => {
     await retrying(`create Application ${namespace}/${name}`, async () => {
       ctx.api.count('POST');
       try {
-        await ctx.kube.create(appManifest(namespace, name, spec), collection);
+        await ctx.kube.create(appManifest(namespace, name, spec));
       } catch (err) {
         // A retried create whose first attempt landed.
         if ((err as { status?: number }).status !== 409) throw err;
@@ -232,11 +231,11 @@ async function runFloor(ctx: Ctx): Promise<FloorResult> {
 
   const desired = await phase('floor: read the Applications back and render their children', async () => {
     // A consistent read: the watch cache may not have every create yet.
-    const list = await api.list(collectionPath(API_VERSION, KIND, ns), { consistent: true });
+    const list = await api.list(collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), { consistent: true });
     return list.map((raw) => {
       const parsed = parseApplication(raw);
       if (!parsed.ok) throw new Error(`Application ${raw?.metadata?.name} does not parse: ${parsed.message}`);
-      return renderChildren(parsed.app).apply.map((c) => c.object as KubeObject);
+      return renderChildren(parsed.app).apply.map((c) => c.object);
     });
   });
   if (desired.length !== opts.apps) throw new PhaseError('floor: read back', `listed ${desired.length} Applications, created ${opts.apps}`);
@@ -264,7 +263,7 @@ async function runFloor(ctx: Ctx): Promise<FloorResult> {
     const deadline = Date.now() + opts.timeoutSeconds * 1000;
     let lastReport = 0;
     for (;;) {
-      const deps = await api.list(collectionPath('apps/v1', 'Deployment', ns));
+      const deps = await api.list(collectionPath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns }));
       const ready = deps.filter(deploymentAvailable).length;
       if (ready === opts.apps) return;
       if (Date.now() - lastReport > 5000) {
@@ -367,7 +366,7 @@ async function waitConverged(ctx: Ctx, ns: string, names: string[], createdAt: M
   let lastReport = 0;
   const selector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
   for (;;) {
-    const apps = await api.list(collectionPath(API_VERSION, KIND, ns));
+    const apps = await api.list(collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }));
     const now = Date.now();
     const phases: Record<string, number> = {};
     const candidates: string[] = [];
@@ -384,8 +383,8 @@ async function waitConverged(ctx: Ctx, ns: string, names: string[], createdAt: M
     if (candidates.length > 0) {
       // Children are listed (metadata only) only when some app's status says it converged, to keep the polling cheap.
       const [deps, svcs] = await Promise.all([
-        api.list(collectionPath('apps/v1', 'Deployment', ns), { labelSelector: selector, metadataOnly: true }),
-        api.list(collectionPath('v1', 'Service', ns), { labelSelector: selector, metadataOnly: true }),
+        api.list(collectionPath({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns }), { labelSelector: selector, metadataOnly: true }),
+        api.list(collectionPath({ apiVersion: 'v1', kind: 'Service', namespace: ns }), { labelSelector: selector, metadataOnly: true }),
       ]);
       const depNames = new Set(deps.map((d: any) => d.metadata.name as string));
       const svcNames = new Set(svcs.map((x: any) => x.metadata.name as string));

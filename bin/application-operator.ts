@@ -5,7 +5,7 @@ import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
 import { runOperator } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
-import { appStatus, control, defaultNamespace, formatRollout, type ControlAction } from './control.ts';
+import { appStatus, control, defaultNamespace, formatRollout, type ControlAction } from '../client/control.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 

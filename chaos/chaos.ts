@@ -3,12 +3,14 @@
 // It drives a real operator process against a real stack through the test harness (which reads the stack from
 // the environment: KUBECONFIG, TEMPORAL_ADDRESS, WORKFLOW_BUNDLE_PATH), so the caller sets those up first.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { control } from '../bin/control.ts';
+import { control } from '../client/control.ts';
 import { startServer, stopServer, unreadyImage, type ServerName, type StackInfo } from '../stack/stack.ts';
 import { API_VERSION, KIND, LABEL_MANAGED_BY, MANAGED_BY } from '../api/constants.ts';
-import { closeTemporal, kubeApi, temporalClient, type Json } from '../test/harness/apps.ts';
-import { routeWeights } from '../test/harness/canary.ts';
-import { startOperator, type OperatorProcess } from '../test/harness/operator.ts';
+import { closeTemporal, kubeApi, temporalClient, type Json } from '../testkit/apps.ts';
+import { recordRoutes } from '../testkit/routes.ts';
+import { readRouteWeights } from '../render/istio.ts';
+import { childKinds } from '../render/children.ts';
+import { startOperator, type OperatorProcess } from '../testkit/operator.ts';
 import { mulberry32, type Rng } from './prng.ts';
 
 export const faultKinds = ['operator-kill', 'temporal-restart', 'apiserver-restart', 'etcd-restart'] as const;
@@ -77,55 +79,6 @@ function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
 
 const errText = (err: unknown) => (err instanceof Error ? err.message : String(err)).split('\n')[0]!.slice(0, 300);
 
-/**
- * Records every VirtualService version in the namespace, polling fast, and flags weights not summing to 100 or
- * traffic to a canary with no ready replica. Tolerates API server outages. A version whose canary readiness could
- * not be read before the VirtualService changed again is counted as unjudged rather than flagged.
- */
-export function watchRoutes(namespace: string): { stop: () => Promise<{ seen: number; unjudged: number; violations: string[] }> } {
-  const violations: string[] = [];
-  const versions = new Set<string>();
-  let unjudged = 0;
-  let running = true;
-  const loop = (async () => {
-    const kube = await kubeApi();
-    while (running) {
-      try {
-        const list = await kube.list<Json>(`/apis/${ISTIO}/namespaces/${namespace}/virtualservices`);
-        for (const vs of list.items) {
-          const id = `${vs.metadata.name}@${vs.metadata.resourceVersion}`;
-          if (versions.has(id)) continue;
-          versions.add(id);
-          const w = routeWeights(vs)!;
-          if (w.total !== 100) violations.push(`route ${id}: weights sum to ${w.total} (${JSON.stringify(vs.spec?.http?.[0]?.route)})`);
-          if (w.canary > 0) {
-            const d = await kube.get<Json>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace, name: `${vs.metadata.name}-canary` });
-            const ready = d?.status?.readyReplicas ?? 0;
-            if (ready > 0) continue;
-            // Only a verdict if the VirtualService still says the same after the read.
-            const again = await kube.get<Json>({ apiVersion: ISTIO, kind: 'VirtualService', namespace, name: vs.metadata.name });
-            if (again?.metadata.resourceVersion === vs.metadata.resourceVersion) {
-              violations.push(`route ${id}: ${w.canary}% to a canary with ${ready} ready replicas (canary Deployment ${d ? 'exists' : 'absent'})`);
-            } else {
-              unjudged++;
-            }
-          }
-        }
-      } catch {
-        // API server down (a fault in progress): try again.
-      }
-      await sleep(100);
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-      return { seen: versions.size, unjudged, violations };
-    },
-  };
-}
-
 interface CanarySnapshot {
   key: string;
   since: number;
@@ -168,7 +121,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
 
   const op: OperatorProcess = await startOperator({ namespaces: [ns], readyTimeoutMs: 120_000 });
   print(`operator started (task queue ${op.taskQueue}, log ${op.logFile})`);
-  const routes = watchRoutes(ns);
+  const routes = recordRoutes(ns);
 
   const baseSpec = (): Json => ({
     image: `nginx:1.${++imageCounter}`,
@@ -312,7 +265,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
   const check = async (final: boolean): Promise<string[]> => {
     const out: string[] = [];
     const now = Date.now();
-    const apps = (await kube.list<Json>(`/apis/${API_VERSION}/namespaces/${ns}/applications`)).items;
+    const apps = (await kube.list<Json>({ apiVersion: API_VERSION, kind: KIND, namespace: ns })).items;
     const byName = new Map(apps.map((a) => [a.metadata.name as string, a]));
     for (const name of pool) {
       const app = byName.get(name);
@@ -344,7 +297,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
         if (!vs) problems.push('VirtualService missing');
         if (!(await get(ISTIO, 'DestinationRule'))) problems.push('DestinationRule missing');
         if (vs && !inRollout) {
-          const w = routeWeights(vs);
+          const w = readRouteWeights(vs);
           if (w?.stable !== 100) problems.push(`no rollout in flight but VirtualService weights ${JSON.stringify(w)}`);
         }
       }
@@ -373,13 +326,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
     // Orphans: managed children whose owner Application is gone (or is another incarnation).
     const uids = new Map(apps.map((a) => [a.metadata.name as string, a.metadata.uid as string]));
     const selector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
-    for (const path of [`/apis/apps/v1/namespaces/${ns}/deployments`, `/api/v1/namespaces/${ns}/services`,
-      `/apis/${ISTIO}/namespaces/${ns}/virtualservices`, `/apis/${ISTIO}/namespaces/${ns}/destinationrules`]) {
-      for (const child of (await kube.list<Json>(path, selector)).items) {
+    for (const k of childKinds) {
+      for (const child of (await kube.list<Json>({ apiVersion: k.apiVersion, kind: k.kind, namespace: ns }, selector)).items) {
         if (child.metadata.deletionTimestamp) continue;
         const owner = (child.metadata.ownerReferences ?? []).find((r: Json) => r.kind === KIND);
-        if (!owner) out.push(`orphan ${child.kind ?? path.split('/').pop()} ${child.metadata.name}: no owner reference`);
-        else if (uids.get(owner.name) !== owner.uid) out.push(`orphan ${path.split('/').pop()} ${child.metadata.name}: owner ${owner.name} (uid ${owner.uid}) is gone`);
+        if (!owner) out.push(`orphan ${k.kind} ${child.metadata.name}: no owner reference`);
+        else if (uids.get(owner.name) !== owner.uid) out.push(`orphan ${k.kind} ${child.metadata.name}: owner ${owner.name} (uid ${owner.uid}) is gone`);
       }
     }
 

@@ -1,7 +1,7 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { request as httpsRequest, type RequestOptions } from 'node:https';
 import { request as httpRequest } from 'node:http';
-import { objectPath, type ObjectRef } from './resources.ts';
+import { collectionPath, objectPath, type CollectionRef, type ObjectRef } from './resources.ts';
 
 /** An error answered by the API server, with its Status reason. */
 export class KubeError extends Error {
@@ -29,6 +29,11 @@ export interface KubeObject {
   [k: string]: unknown;
 }
 
+export interface KubeList<T> {
+  items: T[];
+  metadata: { resourceVersion: string };
+}
+
 const contentTypes = {
   apply: 'application/apply-patch+yaml',
   merge: 'application/merge-patch+json',
@@ -43,8 +48,6 @@ export class Kube {
   private readonly kc: KubeConfig;
   private readonly server: URL;
   private opts: RequestOptions | undefined;
-  /** Requests made, by verb: the benchmark reads this. */
-  readonly requests: Record<string, number> = {};
 
   constructor(kc: KubeConfig) {
     this.kc = kc;
@@ -68,7 +71,6 @@ export class Kube {
     const url = new URL(path, this.server);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
-    this.requests[method] = (this.requests[method] ?? 0) + 1;
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     return new Promise<T | null>((resolve, reject) => {
       const req = send(url, {
@@ -129,9 +131,14 @@ export class Kube {
     return this.request<T>('GET', objectPath(ref), { allowNotFound: true });
   }
 
-  /** Lists a collection path (optionally by label selector). */
-  async list<T = KubeObject>(path: string, labelSelector?: string): Promise<{ items: T[]; metadata: { resourceVersion: string } }> {
-    const out = await this.request<{ items: T[]; metadata: { resourceVersion: string } }>('GET', path, labelSelector ? { query: { labelSelector } } : {});
+  /** Lists a collection (optionally by label selector). */
+  list<T = KubeObject>(ref: CollectionRef, labelSelector?: string): Promise<KubeList<T>> {
+    return this.listPath<T>(collectionPath(ref), labelSelector);
+  }
+
+  /** Lists a collection by its REST path (what an informer asks for). */
+  async listPath<T = KubeObject>(path: string, labelSelector?: string): Promise<KubeList<T>> {
+    const out = await this.request<KubeList<T>>('GET', path, labelSelector ? { query: { labelSelector } } : {});
     return out ?? { items: [], metadata: { resourceVersion: '' } };
   }
 
@@ -153,8 +160,8 @@ export class Kube {
     return this.request<T>('PATCH', objectPath(ref, subresource), { body: ops, contentType: contentTypes.json });
   }
 
-  /** Creates an object. */
-  create<T extends KubeObject>(obj: T, collection: string): Promise<T | null> {
-    return this.request<T>('POST', collection, { body: obj });
+  /** Creates an object in the collection its apiVersion, kind and namespace name. */
+  create<T extends KubeObject>(obj: T): Promise<T | null> {
+    return this.request<T>('POST', collectionPath({ apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace }), { body: obj });
   }
 }

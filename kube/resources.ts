@@ -1,3 +1,6 @@
+import { API_VERSION, KIND, PLURAL } from '../api/constants.ts';
+import { childKinds } from '../render/children.ts';
+
 /** A reference to one Kubernetes object. */
 export interface ObjectRef {
   apiVersion: string;
@@ -6,27 +9,30 @@ export interface ObjectRef {
   name: string;
 }
 
+/** A reference to a collection: one kind, in one namespace or (namespace undefined) across all. */
+export interface CollectionRef {
+  apiVersion: string;
+  kind: string;
+  namespace?: string | undefined;
+}
+
 interface Resource {
   plural: string;
   namespaced: boolean;
 }
 
-// The kinds the operator reads or writes; a static table keeps every request free of discovery calls.
+// The kinds the operator reads or writes; a static table keeps every request free of discovery calls. The children's
+// kinds come from their table (render/children.ts).
 const resources: Record<string, Resource> = {
   'v1/Namespace': { plural: 'namespaces', namespaced: false },
-  'v1/Service': { plural: 'services', namespaced: true },
-  'v1/PersistentVolumeClaim': { plural: 'persistentvolumeclaims', namespaced: true },
   'v1/Pod': { plural: 'pods', namespaced: true },
   'v1/ConfigMap': { plural: 'configmaps', namespaced: true },
   'v1/Event': { plural: 'events', namespaced: true },
-  'apps/v1/Deployment': { plural: 'deployments', namespaced: true },
   'apps/v1/ReplicaSet': { plural: 'replicasets', namespaced: true },
-  'autoscaling/v2/HorizontalPodAutoscaler': { plural: 'horizontalpodautoscalers', namespaced: true },
-  'networking.istio.io/v1/VirtualService': { plural: 'virtualservices', namespaced: true },
-  'networking.istio.io/v1/DestinationRule': { plural: 'destinationrules', namespaced: true },
-  'myapp.example.com/v1/Application': { plural: 'applications', namespaced: true },
+  [`${API_VERSION}/${KIND}`]: { plural: PLURAL, namespaced: true },
   'events.k8s.io/v1/Event': { plural: 'events', namespaced: true },
   'coordination.k8s.io/v1/Lease': { plural: 'leases', namespaced: true },
+  ...Object.fromEntries(childKinds.map((k) => [`${k.apiVersion}/${k.kind}`, { plural: k.plural, namespaced: true }])),
 };
 
 function resourceOf(apiVersion: string, kind: string): Resource {
@@ -35,18 +41,18 @@ function resourceOf(apiVersion: string, kind: string): Resource {
   return r;
 }
 
-/** The collection path of a kind, in one namespace or (namespace undefined) across all. */
-export function collectionPath(apiVersion: string, kind: string, namespace?: string): string {
-  const r = resourceOf(apiVersion, kind);
-  const prefix = apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`;
-  return r.namespaced && namespace ? `${prefix}/namespaces/${namespace}/${r.plural}` : `${prefix}/${r.plural}`;
+/** The REST path of a collection. */
+export function collectionPath(ref: CollectionRef): string {
+  const r = resourceOf(ref.apiVersion, ref.kind);
+  const prefix = ref.apiVersion.includes('/') ? `/apis/${ref.apiVersion}` : `/api/${ref.apiVersion}`;
+  return r.namespaced && ref.namespace ? `${prefix}/namespaces/${encodeURIComponent(ref.namespace)}/${r.plural}` : `${prefix}/${r.plural}`;
 }
 
 /** The REST path of one object, optionally of its subresource. */
 export function objectPath(ref: ObjectRef, subresource?: string): string {
   const r = resourceOf(ref.apiVersion, ref.kind);
   if (r.namespaced && !ref.namespace) throw new Error(`${ref.kind} ${ref.name} needs a namespace`);
-  const base = `${collectionPath(ref.apiVersion, ref.kind, r.namespaced ? ref.namespace : undefined)}/${encodeURIComponent(ref.name)}`;
+  const base = `${collectionPath({ apiVersion: ref.apiVersion, kind: ref.kind, namespace: r.namespaced ? ref.namespace : undefined })}/${encodeURIComponent(ref.name)}`;
   return subresource ? `${base}/${subresource}` : base;
 }
 

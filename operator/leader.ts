@@ -202,7 +202,7 @@ export class LeaderElector {
           metadata: { name: this.opts.name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } },
           spec: nextLeaseSpec(null, { action: 'acquire', why: 'released', previousHolder: '' }, this.identity, leaseDurationSeconds, now),
         };
-        this.remember(await kube.request<Lease>('POST', collectionPath(LEASE_API_VERSION, LEASE_KIND, this.opts.namespace), { body: fresh, timeoutMs }), now);
+        this.remember(await kube.request<Lease>('POST', collectionPath({ apiVersion: LEASE_API_VERSION, kind: LEASE_KIND, namespace: this.opts.namespace }), { body: fresh, timeoutMs }), now);
         return 'held';
       }
       this.observation = observe(this.observation, lease.metadata.resourceVersion ?? '', now);

@@ -13,7 +13,7 @@ import { createMetrics } from './metrics.ts';
 import { startHttpServer } from './server.ts';
 import { electorFor, runWhileLeader } from './leader.ts';
 import { connectClient, connectWorker, dataConverterFor } from './temporal.ts';
-import { freePort } from '../stack/processes.ts';
+import { freePort } from '../lib/net.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
 export interface RunningOperator {

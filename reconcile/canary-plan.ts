@@ -1,5 +1,5 @@
 import { canaryImage, parseDuration, type Application } from '../api/application.ts';
-import type { PlanStep, RolloutPlan } from '../workflows/messages.ts';
+import type { PlanStep, RolloutPlan } from '../workflows/rollout/plan.ts';
 
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */
 export function rolloutKey(version: string, image: string): string {
@@ -32,6 +32,5 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
       failureThreshold: canary.healthGates.failureThreshold,
     },
     progressDeadlineMs: parseDuration(canary.progressDeadline),
-    promoteAfterSteps: Boolean(canary.steps?.length),
   };
 }

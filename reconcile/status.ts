@@ -47,7 +47,6 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   if (failure) return { phase: Phase.Failed, ...failure };
   const d = observed.deployment;
   if (!d?.status) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: 'waiting for the Deployment to report status' };
-  const desired = d.spec?.replicas ?? 1;
   const s = d.status;
   const progressing = s.conditions?.find((c) => c.type === 'Progressing');
   if (progressing?.reason === 'ProgressDeadlineExceeded') {
@@ -59,15 +58,28 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   if (replicaFailure) {
     return { phase: Phase.Failed, reason: Reason.ReplicaFailure, message: replicaFailure.message ?? replicaFailure.reason ?? 'the Deployment cannot create pods' };
   }
-  const available = s.availableReplicas ?? 0;
-  const updated = s.updatedReplicas ?? 0;
-  const rolledOut = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && updated >= desired && (s.replicas ?? 0) <= desired;
-  if (rolledOut && available >= desired) {
+  const { desired, available, updated, current } = rolloutProgress(d);
+  if (current && available >= desired) {
     return { phase: Phase.Running, reason: Reason.AllReplicasReady, message: `${available}/${desired} replicas available` };
   }
-  if (available === 0 && !rolledOut) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available` };
+  if (available === 0 && !current) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available` };
   if (available === 0) return { phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/${desired} replicas available` };
   return { phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated` };
+}
+
+/** How far a Deployment's rollout is: `current` once the controller saw this generation, updated every replica and left no old one. */
+export function rolloutProgress(d: ObservedDeployment): { desired: number; updated: number; available: number; current: boolean } {
+  const desired = d.spec?.replicas ?? 1;
+  const s = d.status ?? {};
+  const updated = s.updatedReplicas ?? 0;
+  const current = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && updated >= desired && (s.replicas ?? 0) <= desired;
+  return { desired, updated, available: s.availableReplicas ?? 0, current };
+}
+
+/** Whether a Deployment has rolled out its current spec and every replica is available ("kubectl rollout status" done). */
+export function deploymentRolledOut(d: ObservedDeployment): boolean {
+  const p = rolloutProgress(d);
+  return p.current && p.available >= p.desired;
 }
 
 /** Endpoints a user can reach the app at, from the Service. */

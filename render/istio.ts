@@ -107,3 +107,22 @@ export function renderVirtualService(app: Application, options: { canaryWeight: 
     spec: { hosts: [host], http: [http] },
   };
 }
+
+/** The traffic split of a VirtualService's first HTTP route, by subset. */
+export interface RouteWeights {
+  stable: number;
+  canary: number;
+  total: number;
+}
+
+/**
+ * Reads a VirtualService (as rendered, or as read back from the cluster) the way the mesh will route: the weights of
+ * its first HTTP route by subset, a lone destination without a weight taking all the traffic. Null for no object.
+ */
+export function readRouteWeights(vs: { spec?: { http?: { route?: { destination?: { subset?: string }; weight?: number }[] }[] } } | null): RouteWeights | null {
+  if (!vs) return null;
+  const routes = vs.spec?.http?.[0]?.route ?? [];
+  const weightOf = (r: { weight?: number }) => r.weight ?? (routes.length === 1 ? 100 : 0);
+  const bySubset = (subset: string) => routes.filter((r) => r.destination?.subset === subset).reduce((n, r) => n + weightOf(r), 0);
+  return { stable: bySubset(STABLE_SUBSET), canary: bySubset(CANARY_SUBSET), total: routes.reduce((n, r) => n + weightOf(r), 0) };
+}

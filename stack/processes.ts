@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { eventually, StopPolling } from '../lib/poll.ts';
 
 /** How to (re)start one server of the stack; kept in the state file so any process can restart it. */
 export interface ServerSpec {
@@ -81,49 +81,16 @@ export async function stopPid(pid: number, command: string, signal: NodeJS.Signa
   }
 }
 
-/** Resolves when nothing listens on 127.0.0.1:port, else rejects naming the port. */
-export function assertPortFree(port: number, what: string): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', () => reject(new Error(`port ${port} on 127.0.0.1 (for ${what}) is already in use; stop what uses it or pick other ports`)));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve()));
-  });
-}
-
-/** A free TCP port on 127.0.0.1, from the kernel. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 /** Polls check() until it returns true; fails early with the log tail when the server died, or on timeout. */
-export async function waitFor(
-  what: string,
-  check: () => Promise<boolean>,
-  opts: { timeoutMs: number; pid?: number; log?: string },
-): Promise<void> {
-  const deadline = Date.now() + opts.timeoutMs;
-  let lastError = '';
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (err) {
-      lastError = (err as Error).message;
-    }
-    if (opts.pid !== undefined && !isAlive(opts.pid)) {
-      throw new Error(`${what} exited during start-up.${await logTail(opts.log)}`);
-    }
-    if (Date.now() > deadline) {
-      throw new Error(`${what} not ready after ${opts.timeoutMs / 1000} s${lastError ? ` (last error: ${lastError})` : ''}.${await logTail(opts.log)}`);
-    }
-    await sleep(250);
+export async function waitFor(what: string, check: () => Promise<boolean>, opts: { timeoutMs: number; pid?: number; log?: string }): Promise<void> {
+  try {
+    await eventually(what, async () => {
+      if (opts.pid !== undefined && !isAlive(opts.pid)) throw new StopPolling(`${what} exited during start-up.${await logTail(opts.log)}`);
+      return (await check()) ? true : undefined;
+    }, { timeoutMs: opts.timeoutMs, intervalMs: 250 });
+  } catch (err) {
+    if (err instanceof StopPolling) throw new Error(err.message, { cause: err });
+    throw new Error(`${what} not ready after ${opts.timeoutMs / 1000} s (${(err as Error).message}).${await logTail(opts.log)}`, { cause: err });
   }
 }
 

@@ -9,7 +9,8 @@ import { parseAllDocuments, stringify } from 'yaml';
 import { searchAttributeFlags } from '../workflows/search-attributes.ts';
 import { assertBuilt } from './build.ts';
 import { ensurePki, type Pki } from './pki.ts';
-import { assertPortFree, freePort, isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
+import { assertPortFree, freePort } from '../lib/net.ts';
+import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
 import { artifactPaths, type ArtifactPaths } from './versions.ts';
 
 const exec = promisify(execFile);

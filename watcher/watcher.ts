@@ -4,22 +4,11 @@ import { API_VERSION, FINALIZER, KIND, LABEL_MANAGED_BY, MANAGED_BY } from '../a
 import { Kube } from '../kube/client.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
-import { applicationWorkflowId, changedSignal, type ChangeReason, type LoopOptions } from '../workflows/messages.ts';
+import { childKinds } from '../render/children.ts';
+import type { applicationWorkflow } from '../workflows/application.ts';
+import { applicationWorkflowId, applicationWorkflowType, changedSignal, type ChangeReason, type ChangeSignal, type LoopOptions } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
-
-/** The kinds of children whose changes wake an Application's workflow. */
-const childKinds = [
-  { apiVersion: 'apps/v1', kind: 'Deployment' },
-  { apiVersion: 'v1', kind: 'Service' },
-  { apiVersion: 'v1', kind: 'PersistentVolumeClaim' },
-  { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' },
-  { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService' },
-  { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule' },
-] as const;
-
-// When several reasons arrive in one burst, the workflow needs only the strongest (any of them re-applies
-// except child-status, which only refreshes status).
-const strength: Record<ChangeReason, number> = { 'child-status': 0, resync: 1, child: 2, deleted: 3, spec: 4 };
+import { changeReason, reasonStrength, type Observation, type WatchEvent } from './change.ts';
 
 export interface WatcherOptions {
   kc: KubeConfig;
@@ -44,12 +33,6 @@ interface Pending {
   attempts: number;
 }
 
-interface Seen {
-  generation: number | undefined;
-  deleting: boolean;
-  statusHash: string;
-}
-
 type Obj = KubernetesObject & { status?: unknown };
 
 /**
@@ -61,8 +44,8 @@ export class Watcher {
   private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions'>;
   private readonly kube: Kube;
   private readonly informers: { name: string; informer: Informer<Obj> & ObjectCache<Obj>; started: boolean; backoffMs: number; timer?: NodeJS.Timeout }[] = [];
-  private readonly apps = new Map<string, Seen>();
-  private readonly children = new Map<string, Seen>();
+  private readonly apps = new Map<string, Observation>();
+  private readonly children = new Map<string, Observation>();
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
   private inFlight = 0;
@@ -88,11 +71,12 @@ export class Watcher {
   async start(): Promise<void> {
     const scopes = this.opts.namespaces.length ? this.opts.namespaces : [undefined];
     for (const ns of scopes) {
-      this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath(API_VERSION, KIND, ns), undefined, (type, obj) => this.onApplication(type, obj));
+      this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
     }
     for (const ns of scopes) {
-      for (const c of childKinds) {
-        this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, collectionPath(c.apiVersion, c.kind, ns), `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj));
+      for (const c of childKinds.filter((k) => k.watched)) {
+        const path = collectionPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: ns });
+        this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj));
       }
     }
     // Applications first, so children events can be matched to a known Application.
@@ -113,7 +97,7 @@ export class Watcher {
   }
 
   private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void): void {
-    const informer = makeInformer<Obj>(this.opts.kc, path, () => this.kube.list<Obj>(path, labelSelector), labelSelector);
+    const informer = makeInformer<Obj>(this.opts.kc, path, () => this.kube.listPath<Obj>(path, labelSelector), labelSelector);
     const entry: (typeof this.informers)[number] = { name, informer, started: false, backoffMs: 1000 };
     informer.on('add', (o) => { entry.backoffMs = 1000; handler('add', o); });
     informer.on('update', (o) => { entry.backoffMs = 1000; handler('update', o); });
@@ -140,57 +124,38 @@ export class Watcher {
     }
   }
 
-  private onApplication(type: 'add' | 'update' | 'delete', obj: Obj): void {
+  private onApplication(type: WatchEvent['type'], obj: Obj): void {
     const key = keyOf(obj);
-    const meta = obj.metadata ?? {};
-    if (type === 'delete') {
-      this.apps.delete(key);
-      // With our finalizer the workflow itself finished the deletion; without it a running workflow must learn the app is gone.
-      if (!(meta.finalizers ?? []).includes(FINALIZER)) this.enqueue(key, 'deleted', undefined, { signalOnly: true });
-      return;
-    }
-    const now: Seen = { generation: meta.generation, deleting: Boolean(meta.deletionTimestamp), statusHash: '' };
+    const now = observe(KIND, obj);
     const before = this.apps.get(key);
-    this.apps.set(key, now);
-    if (!before) {
-      this.enqueue(key, this.initialSync ? 'resync' : 'spec');
-    } else if (now.deleting && !before.deleting) {
-      this.enqueue(key, 'deleted');
-    } else if (now.generation !== before.generation) {
-      this.enqueue(key, 'spec');
-    }
-    // Anything else (our own status writes, labels) is not a reason to reconcile.
+    if (type === 'delete') this.apps.delete(key);
+    else this.apps.set(key, now);
+    const reason = changeReason(before, now, { type, initialSync: this.initialSync });
+    // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
+    if (reason) this.enqueue(key, reason, undefined, { signalOnly: type === 'delete' });
   }
 
-  private onChild(kind: string, type: 'add' | 'update' | 'delete', obj: Obj): void {
+  private onChild(kind: string, type: WatchEvent['type'], obj: Obj): void {
     const owner = obj.metadata?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion === API_VERSION);
     if (!owner || !obj.metadata?.namespace) return;
     const appKey = `${obj.metadata.namespace}/${owner.name}`;
     const childKey = `${kind}/${keyOf(obj)}`;
-    const app = this.apps.get(appKey);
-    const now: Seen = { generation: obj.metadata.generation, deleting: Boolean(obj.metadata.deletionTimestamp), statusHash: JSON.stringify(obj.status ?? null) };
+    const now = observe(kind, obj);
     const before = this.children.get(childKey);
     if (type === 'delete') this.children.delete(childKey);
     else this.children.set(childKey, now);
     // Children of an app being deleted (or already gone) are the finalizer's business.
+    const app = this.apps.get(appKey);
     if (!app || app.deleting) return;
-    const object = `${kind}/${obj.metadata.name}`;
-    if (type === 'delete') {
-      this.enqueue(appKey, 'child', object);
-    } else if (type === 'update' && before) {
-      if (now.generation !== before.generation) this.enqueue(appKey, 'child', object);
-      else if (kind === 'Deployment' && now.statusHash !== before.statusHash) this.enqueue(appKey, 'child-status', object);
-    } else if (type === 'add' && kind === 'Deployment' && !this.initialSync && before === undefined && now.statusHash !== 'null') {
-      // A relist (after a 410) can show a Deployment whose status moved while we were not watching.
-      this.enqueue(appKey, 'child-status', object);
-    }
+    const reason = changeReason(before, now, { type, initialSync: this.initialSync });
+    if (reason) this.enqueue(appKey, reason, `${kind}/${obj.metadata.name}`);
   }
 
   private enqueue(key: string, reason: ChangeReason, object?: string, opts: { signalOnly?: boolean } = {}): void {
     if (this.stopped) return;
     const p = this.pending.get(key);
     if (p) {
-      if (strength[reason] > strength[p.reason]) {
+      if (reasonStrength[reason] > reasonStrength[p.reason]) {
         p.reason = reason;
         if (object) p.object = object;
       }
@@ -225,22 +190,22 @@ export class Watcher {
     if (!p) return;
     const [namespace, name] = key.split('/') as [string, string];
     const workflowId = applicationWorkflowId(namespace, name);
-    const signalArgs = [{ reason: p.reason, ...(p.object ? { object: p.object } : {}) }] as const;
+    const signal: ChangeSignal = { reason: p.reason, ...(p.object ? { object: p.object } : {}) };
     // Taken off the map before the call so events that arrive meanwhile queue a new signal.
     this.pending.delete(key);
     const signalOnly = this.signalOnly.delete(key);
     try {
       if (signalOnly) {
-        await this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, ...signalArgs).catch((err: unknown) => {
+        await this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, signal).catch((err: unknown) => {
           if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
         });
       } else {
-        await this.opts.temporal.workflow.signalWithStart('applicationWorkflow', {
+        await this.opts.temporal.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
           workflowId,
           taskQueue: this.opts.taskQueue,
           args: [{ namespace, name, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) }],
           signal: changedSignal,
-          signalArgs: [...signalArgs],
+          signalArgs: [signal],
           typedSearchAttributes: [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }],
           staticSummary: `Application ${namespace}/${name}`,
           staticDetails: `Reconciles the children and status of Application ${namespace}/${name}; canary rollouts run here too.`,
@@ -256,7 +221,7 @@ export class Watcher {
       this.opts.log.warn({ namespace, name, err: errMessage(err), retryInMs: delay }, 'signal failed; will retry');
       const newer = this.pending.get(key);
       if (newer) {
-        if (strength[p.reason] > strength[newer.reason]) newer.reason = p.reason;
+        if (reasonStrength[p.reason] > reasonStrength[newer.reason]) newer.reason = p.reason;
         newer.attempts = attempts;
       } else {
         const again: Pending = { ...p, attempts };
@@ -265,6 +230,14 @@ export class Watcher {
       }
     }
   }
+}
+
+function observe(kind: string, obj: Obj): Observation {
+  const meta = obj.metadata ?? {};
+  return {
+    kind, generation: meta.generation, deleting: Boolean(meta.deletionTimestamp),
+    status: kind === KIND ? '' : JSON.stringify(obj.status ?? null), finalizer: (meta.finalizers ?? []).includes(FINALIZER),
+  };
 }
 
 function keyOf(obj: KubernetesObject): string {

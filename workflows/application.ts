@@ -2,27 +2,29 @@ import {
   ActivityFailure, ApplicationFailure, ParentClosePolicy, allHandlersFinished, condition, continueAsNew, log, proxyActivities,
   setCurrentDetails, setHandler, startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
+import { FailureType, isTerminal } from '../api/constants.ts';
 import type { Activities } from '../activities/index.ts';
+import type { ReconcileResult } from '../activities/types.ts';
 import {
-  abortSignal, changedSignal, defaultLoopOptions, pauseSignal, promoteSignal, resumeSignal, rolloutWorkflowId, stateQuery,
-  type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlRequest, type ReconcileResult, type RolloutPlan, type RolloutResult,
-} from './messages.ts';
-import { canaryRolloutWorkflow } from './rollout.ts';
-import { isTerminal } from './rollout-logic.ts';
+  changedSignal, controlActions, controlSignals, defaultLoopOptions, rolloutWorkflowId, stateQuery,
+  type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type LoopOptions, type RolloutResult,
+} from './contract.ts';
+import type { RolloutPlan } from './rollout/plan.ts';
+import { canaryRolloutWorkflow } from './rollout/workflow.ts';
 import { appPhaseKey } from './search-attributes.ts';
 
-// SPEC §5: back off from 100 ms to 1 min on API errors; a spec the API server rejects fails at once instead.
+// Back off from 100 ms to 1 min on API errors; a spec the API server rejects fails at once instead.
 // Activities heartbeat between API calls, so a worker killed mid-pass is noticed in seconds rather than minutes.
 const { reconcileApplication, finalizeApplication } = proxyActivities<Activities>({
   startToCloseTimeout: '2m',
   heartbeatTimeout: '10s',
-  retry: { initialInterval: '100ms', backoffCoefficient: 2, maximumInterval: '1m', nonRetryableErrorTypes: ['InvalidSpec', 'ApplyRejected'] },
+  retry: { initialInterval: '100ms', backoffCoefficient: 2, maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.InvalidSpec, FailureType.ApplyRejected] },
 });
 
 /** Failure types the reconcile activity raises after writing a status condition that explains them. */
-const reportedFailures = new Set(['InvalidSpec', 'ApplyRejected']);
+const reportedFailures: ReadonlySet<string> = new Set([FailureType.InvalidSpec, FailureType.ApplyRejected]);
 
-interface Rollout {
+interface RunningRollout {
   key: string;
   handle: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
   result?: RolloutResult;
@@ -31,55 +33,173 @@ interface Rollout {
 }
 
 /**
- * One long-lived workflow per Application: woken by the watcher's `changed` signal, it reconciles the children and
- * status through activities, runs each canary rollout as a child workflow, finalizes on delete, and
- * continues-as-new before its history grows large.
+ * An Application as the workflow sees it: what woke it, the state it reports, and the rollout it runs as a child
+ * workflow. The workflow function below tells the loop; this keeps the state and the operations.
  */
-export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
-  const opts = { ...defaultLoopOptions, ...input.options };
-  const { namespace, name } = input;
-  const state: ApplicationState = {
-    namespace, name, passes: input.carried?.passes ?? 0,
-    ...(input.carried?.lastPhase ? { phase: input.carried.lastPhase } : {}),
-    ...(input.carried?.lastGeneration !== undefined ? { generation: input.carried.lastGeneration } : {}),
-  };
-  // Always reconcile once on start: a new run may follow a missed event or an operator restart.
-  let pending = new Set<ChangeReason>(['resync']);
-  let progressing = false;
-  let rollout: Rollout | undefined;
+class ApplicationEntity {
+  readonly state: ApplicationState;
+  readonly opts: LoopOptions;
+  private readonly input: ApplicationWorkflowInput;
+  /** Reasons to reconcile that arrived since the last pass; a new run always starts with one (a missed event, a restart). */
+  private pending = new Set<ChangeReason>(['resync']);
+  /** The Deployment is still rolling out: re-check on a timer besides events. */
+  private progressing = false;
+  private rollout: RunningRollout | undefined;
   /** Key of the last rollout this run finished: never restarted by itself (an aborted canary stays aborted). */
-  let lastRolloutKey: string | undefined;
+  private lastRolloutKey: string | undefined;
+  private publishedPhase: string | undefined;
 
-  setHandler(changedSignal, (s) => {
-    pending.add(s.reason);
-    state.lastReason = s.reason;
-  });
-  setHandler(stateQuery, () => ({ ...state, ...(rollout && !rollout.result ? { rollout: rollout.key } : {}) }));
-  // Control signals sent to the Application's workflow reach the running rollout, so one id works for everything.
-  const forward = (signal: typeof promoteSignal) => (r?: ControlRequest) => {
-    if (!rollout || rollout.result) {
-      log.warn(`ignored ${signal.name} signal: no canary rollout is running for ${namespace}/${name}`);
+  constructor(input: ApplicationWorkflowInput) {
+    this.input = input;
+    this.opts = { ...defaultLoopOptions, ...input.options };
+    const c = input.carried;
+    this.state = {
+      namespace: input.namespace, name: input.name, passes: c?.passes ?? 0,
+      ...(c?.lastPhase ? { phase: c.lastPhase } : {}),
+      ...(c?.lastGeneration !== undefined ? { generation: c.lastGeneration } : {}),
+    };
+    this.publishedPhase = c?.lastPhase;
+  }
+
+  changed(reason: ChangeReason): void {
+    this.pending.add(reason);
+    this.state.lastReason = reason;
+  }
+
+  query(): ApplicationState {
+    return { ...this.state, ...(this.running ? { rollout: this.running.key } : {}) };
+  }
+
+  /** Control sent to the Application's workflow reaches the running rollout, so one id works for everything. */
+  forward(action: ControlAction, request: ControlRequest = {}): void {
+    const running = this.running;
+    if (!running) {
+      log.warn(`ignored ${action} signal: no canary rollout is running for ${this.state.namespace}/${this.state.name}`);
       return;
     }
-    void rollout.handle.signal(signal, r ?? {}).catch((err: unknown) => log.warn(`could not forward ${signal.name}`, { err: String(err) }));
-  };
-  setHandler(promoteSignal, forward(promoteSignal));
-  setHandler(abortSignal, forward(abortSignal));
-  setHandler(pauseSignal, forward(pauseSignal));
-  setHandler(resumeSignal, forward(resumeSignal));
+    void running.handle.signal(controlSignals[action], request).catch((err: unknown) => log.warn(`could not forward ${action}`, { err: String(err) }));
+  }
 
-  // Mirrors the state into the Temporal UI: current details, and the AppPhase search attribute when it changes.
-  let publishedPhase = input.carried?.lastPhase;
-  const publish = (details: string) => {
-    const r = rollout && !rollout.result ? `\n\ncanary rollout running: ${rollout.key}` : '';
-    setCurrentDetails(`${namespace}/${name}: ${details}${r}\n\npasses: ${state.passes}`);
-    if (state.phase && state.phase !== publishedPhase) {
-      publishedPhase = state.phase;
-      upsertSearchAttributes([{ key: appPhaseKey, value: state.phase }]);
+  /** Waits for a reason to reconcile (an event, a finished rollout, or a timer); returns whether children are re-applied. */
+  async nextPass(): Promise<boolean> {
+    if (this.pending.size === 0) {
+      const wait = this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
+      const woken = () => this.pending.size > 0 || this.rolloutFinished;
+      const timedOut = wait > 0 ? !(await condition(woken, wait * 1000)) : (await condition(woken), false);
+      if (timedOut) this.pending.add(this.progressing ? 'child-status' : 'resync');
     }
-  };
+    if (this.rolloutFinished) {
+      const r = this.rollout!.result!;
+      log.info('canary rollout finished', { key: r.key, phase: r.phase, message: r.message });
+      this.rollout = undefined;
+      // Back to the steady state: stable routes only, no canary Deployment.
+      this.pending.add('resync');
+    }
+    const reasons = this.pending;
+    this.pending = new Set();
+    return [...reasons].some((r) => r !== 'child-status');
+  }
 
-  const startRollout = async (plan: RolloutPlan) => {
+  /** One reconcile pass; null when the activity reported a failure in status (then wait for the user to change something). */
+  async reconcile(apply: boolean): Promise<ReconcileResult | null> {
+    const { namespace, name } = this.state;
+    try {
+      const result = await reconcileApplication({ namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: this.rollout !== undefined });
+      this.state.passes++;
+      if (result.outcome === 'reconciled') {
+        this.progressing = result.progressing ?? false;
+        if (result.phase) this.state.phase = result.phase;
+        if (result.generation !== undefined) this.state.generation = result.generation;
+        if (result.message !== undefined) this.state.message = result.message;
+      }
+      return result;
+    } catch (err) {
+      const cause = err instanceof ActivityFailure ? err.cause : undefined;
+      if (!(cause instanceof ApplicationFailure && cause.type && reportedFailures.has(cause.type))) throw err;
+      this.state.phase = 'Failed';
+      this.state.message = cause.message;
+      this.progressing = false;
+      log.warn('reconcile rejected', { reason: cause.type, message: cause.message });
+      this.publish(`**Failed** (${cause.type}): ${cause.message}`);
+      return null;
+    }
+  }
+
+  /** Starts, supersedes or stops rollouts to match what the spec asks for. */
+  async steerRollout(result: ReconcileResult): Promise<void> {
+    const plan = result.canary;
+    const running = this.running;
+    if (running) {
+      if (!plan) await this.abortRollout('the canary was disabled in the spec', 'spec');
+      else if (plan.key !== running.key) await this.abortRollout(`superseded by canary ${plan.version} (${plan.image})`, 'spec');
+      return;
+    }
+    if (!plan) {
+      this.lastRolloutKey = undefined;
+      return;
+    }
+    const finishedBefore = plan.key === this.lastRolloutKey
+      || (this.lastRolloutKey === undefined && result.lastRollout?.key === plan.key && isTerminal(result.lastRollout.phase));
+    if (finishedBefore) {
+      this.lastRolloutKey = plan.key;
+      return;
+    }
+    await this.startRollout(plan);
+  }
+
+  /** The Application is going: abort a running rollout and wait for its compensation. */
+  async stopRollout(): Promise<void> {
+    if (!this.running) return;
+    await this.abortRollout('the Application is being deleted', 'operator');
+    await condition(() => this.rolloutFinished);
+  }
+
+  /** Removes the children and releases the finalizer; true when a signal meanwhile may be about a new Application of the same name. */
+  async finalize(uid: string): Promise<boolean> {
+    this.state.phase = 'Deleting';
+    this.publish('Deleting: removing children, then releasing the finalizer');
+    const fin = await finalizeApplication({ namespace: this.state.namespace, name: this.state.name, uid });
+    log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased });
+    return this.pending.size > 0;
+  }
+
+  /** A running rollout is a child of this run, so the run goes on until the rollout ends. */
+  get shouldContinueAsNew(): boolean {
+    const info = workflowInfo();
+    return !this.rollout && (info.continueAsNewSuggested || info.historyLength >= this.opts.maxHistoryEvents);
+  }
+
+  /** The input of the next run: carried state, or a fresh start for a new Application of the same name. */
+  nextRun(carry: boolean): ApplicationWorkflowInput {
+    const { namespace, name, passes, phase, generation } = this.state;
+    return {
+      namespace, name,
+      ...(this.input.options ? { options: this.input.options } : {}),
+      ...(carry ? { carried: { passes, ...(phase ? { lastPhase: phase } : {}), ...(generation !== undefined ? { lastGeneration: generation } : {}) } } : {}),
+    };
+  }
+
+  /** Mirrors the state into the Temporal UI: current details, and the AppPhase search attribute when it changes. */
+  publish(details: string): void {
+    const { namespace, name, passes, phase } = this.state;
+    const r = this.running ? `\n\ncanary rollout running: ${this.running.key}` : '';
+    setCurrentDetails(`${namespace}/${name}: ${details}${r}\n\npasses: ${passes}`);
+    if (phase && phase !== this.publishedPhase) {
+      this.publishedPhase = phase;
+      upsertSearchAttributes([{ key: appPhaseKey, value: phase }]);
+    }
+  }
+
+  private get running(): RunningRollout | undefined {
+    return this.rollout && !this.rollout.result ? this.rollout : undefined;
+  }
+
+  private get rolloutFinished(): boolean {
+    return this.rollout?.result !== undefined;
+  }
+
+  private async startRollout(plan: RolloutPlan): Promise<void> {
+    const { namespace, name } = this.state;
     let handle: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
     try {
       handle = await startChild(canaryRolloutWorkflow, {
@@ -93,133 +213,66 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
     } catch (err) {
       // E.g. an earlier rollout of this app is still compensating after its parent was terminated: try again later.
       log.warn('could not start the canary rollout; will retry', { key: plan.key, err: String(err) });
-      progressing = true;
+      this.progressing = true;
       return;
     }
-    const r: Rollout = { key: plan.key, handle };
-    rollout = r;
-    lastRolloutKey = plan.key;
+    const r: RunningRollout = { key: plan.key, handle };
+    this.rollout = r;
+    this.lastRolloutKey = plan.key;
     log.info('canary rollout started', { key: plan.key });
     void handle.result().then(
       (res) => { r.result = res; },
       (err: unknown) => { r.result = { key: plan.key, phase: 'Failed', message: String(err) }; },
     );
-  };
+  }
 
-  const abortRollout = async (reason: string, by: string) => {
-    if (!rollout || rollout.result || rollout.aborting) return;
-    rollout.aborting = true;
+  private async abortRollout(reason: string, by: string): Promise<void> {
+    const running = this.running;
+    if (!running || running.aborting) return;
+    running.aborting = true;
     try {
-      await rollout.handle.signal(abortSignal, { by, reason });
+      await running.handle.signal(controlSignals.abort, { by, reason });
     } catch (err) {
       // The rollout ended meanwhile (a promote switches the spec's canary off as its last step): nothing to abort.
-      log.info('rollout already finished; abort not needed', { key: rollout.key, err: String(err) });
+      log.info('rollout already finished; abort not needed', { key: running.key, err: String(err) });
     }
-  };
+  }
+}
 
-  /** Starts, supersedes or stops rollouts to match what the spec asks for. */
-  const steerRollout = async (result: ReconcileResult) => {
-    const plan = result.canary;
-    const running = rollout && !rollout.result ? rollout : undefined;
-    if (running) {
-      if (!plan) await abortRollout('the canary was disabled in the spec', 'spec');
-      else if (plan.key !== running.key) await abortRollout(`superseded by canary ${plan.version} (${plan.image})`, 'spec');
-      return;
-    }
-    if (!plan) {
-      lastRolloutKey = undefined;
-      return;
-    }
-    const finishedBefore = plan.key === lastRolloutKey
-      || (lastRolloutKey === undefined && result.lastRollout?.key === plan.key && isTerminal(result.lastRollout.phase));
-    if (finishedBefore) {
-      lastRolloutKey = plan.key;
-      return;
-    }
-    await startRollout(plan);
-  };
-
-  const rolloutFinished = () => Boolean(rollout?.result) && rollout !== undefined;
+/**
+ * One long-lived workflow per Application: woken by the watcher's `changed` signal, it reconciles the children and
+ * status through an activity, runs each canary rollout as a child workflow, finalizes on delete, and
+ * continues-as-new before its history grows large. docs/architecture.md tells the whole path.
+ */
+export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
+  const app = new ApplicationEntity(input);
+  setHandler(changedSignal, (s) => app.changed(s.reason));
+  setHandler(stateQuery, () => app.query());
+  for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));
 
   for (;;) {
-    if (pending.size === 0) {
-      const wait = progressing ? opts.progressRecheckSeconds : opts.resyncSeconds;
-      const woken = wait > 0
-        ? await condition(() => pending.size > 0 || rolloutFinished(), wait * 1000)
-        : (await condition(() => pending.size > 0 || rolloutFinished()), true);
-      if (!woken) pending.add(progressing ? 'child-status' : 'resync');
-    }
-    if (rolloutFinished()) {
-      const r = rollout!.result!;
-      log.info('canary rollout finished', { key: r.key, phase: r.phase, message: r.message });
-      rollout = undefined;
-      // Back to the steady state: stable routes only, no canary Deployment.
-      pending.add('resync');
-    }
-    const reasons = pending;
-    pending = new Set();
-    const apply = [...reasons].some((r) => r !== 'child-status');
+    const apply = await app.nextPass();
+    const result = await app.reconcile(apply);
+    if (!result) continue;
 
-    let result: ReconcileResult;
-    try {
-      result = await reconcileApplication({ namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: rollout !== undefined });
-    } catch (err) {
-      const cause = err instanceof ActivityFailure ? err.cause : undefined;
-      if (cause instanceof ApplicationFailure && cause.type && reportedFailures.has(cause.type)) {
-        // The activity already wrote the condition; wait for the user to change something.
-        state.phase = 'Failed';
-        state.message = cause.message;
-        progressing = false;
-        log.warn('reconcile rejected', { reason: cause.type, message: cause.message });
-        publish(`**Failed** (${cause.type}): ${cause.message}`);
-        continue;
-      }
-      throw err;
-    }
-    state.passes++;
-
-    if (result.outcome === 'gone' || result.outcome === 'deleting') {
-      if (rollout && !rollout.result) {
-        await abortRollout('the Application is being deleted', 'operator');
-        await condition(() => Boolean(rollout?.result));
-      }
+    if (result.outcome !== 'reconciled') {
+      await app.stopRollout();
       if (result.outcome === 'gone') {
-        publish('Application no longer exists');
+        app.publish('Application no longer exists');
         return 'gone';
       }
-      state.phase = 'Deleting';
-      publish('Deleting: removing children, then releasing the finalizer');
-      const fin = await finalizeApplication({ namespace, name, uid: result.uid ?? '' });
-      log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased });
-      // A signal that arrived meanwhile may be about a new Application with the same name: start afresh.
-      if (pending.size > 0) {
+      if (await app.finalize(result.uid ?? '')) {
         await condition(allHandlersFinished);
-        return continueAsNew<typeof applicationWorkflow>({ namespace, name, ...(input.options ? { options: input.options } : {}) });
+        return continueAsNew<typeof applicationWorkflow>(app.nextRun(false));
       }
       return 'deleted';
     }
 
-    progressing = result.progressing ?? false;
-    if (result.phase) state.phase = result.phase;
-    if (result.generation !== undefined) state.generation = result.generation;
-    if (result.message !== undefined) state.message = result.message;
-    await steerRollout(result);
-    publish(`**${state.phase ?? 'Unknown'}** at generation ${state.generation ?? '?'}: ${state.message ?? ''}`);
-
-    // A running rollout is a child of this run, so the run goes on until the rollout ends.
-    const info = workflowInfo();
-    if (!rollout && (info.continueAsNewSuggested || info.historyLength >= opts.maxHistoryEvents)) {
+    await app.steerRollout(result);
+    app.publish(`**${app.state.phase ?? 'Unknown'}** at generation ${app.state.generation ?? '?'}: ${app.state.message ?? ''}`);
+    if (app.shouldContinueAsNew) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof applicationWorkflow>({
-        namespace, name,
-        ...(input.options ? { options: input.options } : {}),
-        carried: {
-          passes: state.passes,
-          ...(state.phase ? { lastPhase: state.phase } : {}),
-          ...(state.generation !== undefined ? { lastGeneration: state.generation } : {}),
-          ...(result.uid ? { uid: result.uid } : {}),
-        },
-      });
+      return continueAsNew<typeof applicationWorkflow>(app.nextRun(true));
     }
   }
 }

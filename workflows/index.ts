@@ -1,3 +1,3 @@
 // The workflows a worker registers.
 export { applicationWorkflow } from './application.ts';
-export { canaryRolloutWorkflow } from './rollout.ts';
+export { canaryRolloutWorkflow } from './rollout/workflow.ts';

@@ -4,10 +4,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startServer, stopServer } from '../../stack/stack.ts';
-import { appManifest, closeTemporal, getDeployment, getObject, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
-import { ownStack } from '../harness/env.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
+import { appManifest, closeTemporal, getDeployment, getObject, kube, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { ownStack } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
 

@@ -4,13 +4,13 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startServer, stopServer } from '../../stack/stack.ts';
-import { control } from '../../bin/control.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
-import { recordRoutes, routeWeights } from '../harness/canary.ts';
-import { ownStack } from '../harness/env.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
-import { eventually } from '../harness/wait.ts';
+import { control } from '../../client/control.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { readRouteWeights } from '../../render/istio.ts';
+import { recordRoutes } from '../../testkit/routes.ts';
+import { ownStack } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { eventually } from '../../lib/poll.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
 const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, name, {
@@ -28,7 +28,7 @@ async function assertPromoted(ns: string, name: string, image: string): Promise<
   assert.equal(app!.spec.serviceMesh.canary.enabled, false);
   await waitForObject(`${name}-canary removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
   const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns, name);
-  assert.deepEqual({ ...routeWeights(vs) }, { stable: 100, canary: 0, total: 100 });
+  assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100 });
   const dr = await getObject('networking.istio.io/v1', 'DestinationRule', ns, name);
   assert.deepEqual(dr!.spec.subsets.map((s: Json) => s.name), ['stable']);
   assert.equal((await getDeployment(ns, name))!.spec.template.spec.containers[0].image, image);
@@ -62,7 +62,7 @@ describe('rollouts survive crashes', () => {
 
   it('SIGKILL right after the weight write, before the next gate check: the rollout carries on', async () => {
     await apply(canaryApp(ns.name, 'weight', { canaryVersion: 'v3', steps: [{ setWeight: 30 }, { pause: { duration: '2s' } }] }));
-    await eventually('VirtualService at 30%', async () => (routeWeights(await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'weight'))?.canary === 30 ? true : undefined), { intervalMs: 20, timeoutMs: 60_000 });
+    await eventually('VirtualService at 30%', async () => (readRouteWeights(await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'weight'))?.canary === 30 ? true : undefined), { intervalMs: 20, timeoutMs: 60_000 });
     await op.stop('SIGKILL');
     await sleep(1000);
     await op.restart();
@@ -89,7 +89,7 @@ describe('rollouts survive crashes', () => {
     await waitForObject('aborted', () => getApp(ns.name, 'abort'), (a) => a?.status?.canary?.phase === 'Aborted', 90_000);
     await waitForObject('abort-canary removed', () => getDeployment(ns.name, 'abort-canary'), (d) => d === null);
     const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'abort');
-    assert.deepEqual({ ...routeWeights(vs) }, { stable: 100, canary: 0, total: 100 });
+    assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100 });
     assert.equal((await getApp(ns.name, 'abort'))!.spec.image, 'nginx:1.25');
   });
 

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { runChaos } from '../../chaos/chaos.ts';
 import { formatSummary } from '../../chaos/run.ts';
-import { ownStack } from '../harness/env.ts';
-import { testNamespace } from '../harness/k8s.ts';
+import { ownStack } from '../../testkit/env.ts';
+import { testNamespace } from '../../testkit/apps.ts';
 
 describe('chaos (short form)', () => {
   let ns: { name: string; cleanup: () => Promise<void> };

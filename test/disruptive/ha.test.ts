@@ -6,11 +6,10 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { appManifest, getDeployment, getObject, waitForPhase, type Json } from '../harness/apps.ts';
-import { testEnv } from '../harness/env.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
-import { eventually } from '../harness/wait.ts';
+import { appManifest, getDeployment, getObject, kube, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { testEnv } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { eventually } from '../../lib/poll.ts';
 
 const LEASE = 'ha-leader';
 const LEASE_SECONDS = 4;

@@ -5,8 +5,8 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
 import { startServer, stopServer } from '../../stack/stack.ts';
-import { ownStack, testEnv, workflowBundle } from '../harness/env.ts';
-import { eventually } from '../harness/wait.ts';
+import { ownStack, testEnv, workflowBundle } from '../../testkit/env.ts';
+import { eventually } from '../../lib/poll.ts';
 
 describe('local Temporal dev server', () => {
   it('runs a workflow on a worker and resumes a sleeping workflow after a server restart on the same database', async () => {

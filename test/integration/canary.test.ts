@@ -4,14 +4,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
-import { control } from '../../bin/control.ts';
-import { applicationWorkflowId, promoteUpdate, rolloutQuery, rolloutWorkflowId } from '../../workflows/messages.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
-import { recordRoutes, routeWeights } from '../harness/canary.ts';
-import { workflowBundle } from '../harness/env.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
-import { eventually } from '../harness/wait.ts';
+import { control } from '../../client/control.ts';
+import { applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId } from '../../workflows/contract.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { readRouteWeights } from '../../render/istio.ts';
+import { recordRoutes } from '../../testkit/routes.ts';
+import { workflowBundle } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { eventually } from '../../lib/poll.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
 const gates = { interval: '1s', failureThreshold: 3 };
@@ -23,7 +23,7 @@ const vsOf = (ns: string, name: string) => getObject('networking.istio.io/v1', '
 const drOf = (ns: string, name: string) => getObject('networking.istio.io/v1', 'DestinationRule', ns, name);
 
 async function waitWeights(ns: string, name: string, canary: number): Promise<void> {
-  await waitForObject(`${name} VirtualService at canary ${canary}%`, () => vsOf(ns, name), (vs) => routeWeights(vs)?.canary === canary && routeWeights(vs)?.stable === 100 - canary);
+  await waitForObject(`${name} VirtualService at canary ${canary}%`, () => vsOf(ns, name), (vs) => readRouteWeights(vs)?.canary === canary && readRouteWeights(vs)?.stable === 100 - canary);
 }
 
 async function waitCanaryPhase(ns: string, name: string, phase: string, timeoutMs = 90_000): Promise<Json> {
@@ -34,7 +34,7 @@ async function waitCanaryPhase(ns: string, name: string, phase: string, timeoutM
 async function assertSteadyState(ns: string, name: string): Promise<void> {
   await waitForObject(`${name}-canary Deployment removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
   const vs = await vsOf(ns, name);
-  assert.deepEqual({ ...routeWeights(vs) }, { stable: 100, canary: 0, total: 100 }, 'read back: all traffic on stable');
+  assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100 }, 'read back: all traffic on stable');
   const dr = await drOf(ns, name);
   assert.deepEqual(dr!.spec.subsets.map((s: Json) => s.name), ['stable']);
 }
@@ -131,7 +131,7 @@ describe('canary rollouts', () => {
     await eventually('indefinite pause', async () => ((await handle.query(rolloutQuery))?.step === 2 ? true : undefined));
     await sleep(3000);
     assert.equal((await getApp(ns.name, 'hold'))!.status.canary.phase, 'Paused', 'still waiting for promote');
-    await handle.executeUpdate(promoteUpdate, { args: [{ by: 'test' }] });
+    await handle.executeUpdate(controlUpdates.promote, { args: [{ by: 'test' }] });
     await waitCanaryPhase(ns.name, 'hold', 'Promoted');
     await assertSteadyState(ns.name, 'hold');
   });

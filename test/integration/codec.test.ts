@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { OperatorConfig } from '../../operator/config.ts';
 import { connectClient, dataConverterFor } from '../../operator/temporal.ts';
-import { testEnv, workflowBundle } from '../harness/env.ts';
+import { testEnv, workflowBundle } from '../../testkit/env.ts';
 
 type Cfg = Pick<OperatorConfig, 'temporalAddress' | 'temporalNamespace' | 'payloadEncryptionKeyFile'>;
 

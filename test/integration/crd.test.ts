@@ -10,8 +10,7 @@ import { collectionPath, objectPath } from '../../kube/resources.ts';
 import { renderChildren } from '../../render/index.ts';
 import { canaryAppSpec, demoAppSpec, specExamples } from '../fixtures/spec-examples.ts';
 import type { JsonObject, SpecExample } from '../fixtures/spec-examples.ts';
-import { appManifest, kubeApi, type Json } from '../harness/apps.ts';
-import { kube, kubeJson, testNamespace } from '../harness/k8s.ts';
+import { appManifest, kube, kubeApi, kubeJson, testNamespace, type Json } from '../../testkit/apps.ts';
 
 const FIELD_MANAGER = 'crd-test';
 // Strict, as kubectl sends it: on create and update an unknown field is an error instead of being
@@ -38,7 +37,7 @@ async function verdict(send: () => Promise<Json | null>): Promise<{ ok: true; ob
 }
 
 const createDryRun = (api: Kube, obj: Json) => () =>
-  api.request<Json>('POST', collectionPath(API_VERSION, KIND, obj.metadata.namespace), { body: obj, query: dryRunStrict });
+  api.request<Json>('POST', collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: obj.metadata.namespace }), { body: obj, query: dryRunStrict });
 
 async function judgeCreate(api: Kube, example: Extract<SpecExample, { app: JsonObject }>, namespace: string): Promise<void> {
   const obj = inNamespace(example.app, namespace);
@@ -57,7 +56,7 @@ async function judgeCreate(api: Kube, example: Extract<SpecExample, { app: JsonO
 
 async function judgeTransition(api: Kube, example: Extract<SpecExample, { transition: true }>, namespace: string): Promise<void> {
   const old = inNamespace(example.old, namespace);
-  const created = await api.create(old as KubeObject, collectionPath(API_VERSION, KIND, namespace));
+  const created = await api.create(old as KubeObject);
   assert.ok(created?.metadata.resourceVersion, `created ${example.name} for real`);
   const next = inNamespace(example.new, namespace);
   next.metadata.resourceVersion = created.metadata.resourceVersion;
@@ -166,12 +165,12 @@ describe('Application CRD on the API server', () => {
 
         for (const canaryWeight of weights) {
           const children = renderChildren(app, { canaryWeight }).apply;
-          const kinds = children.map((c) => c.kind);
+          const kinds = children.map((c) => c.object.kind);
           assert.ok(kinds.includes('Deployment') && kinds.includes('Service') && kinds.includes('VirtualService'), `rendered ${kinds.join(', ')}`);
           if (canaryWeight !== null) assert.equal(kinds.filter((k) => k === 'Deployment').length, 2, 'a rollout adds the canary Deployment');
           // The operator's own apply: server-side apply also rejects fields the schema does not declare.
           const answers = await Promise.all(children.map(async ({ object }) => {
-            const obj = object as KubeObject;
+            const obj = object;
             try {
               return await api.apply<Json & KubeObject>(obj, { fieldManager: FIELD_MANAGER, dryRun: true });
             } catch (err) {

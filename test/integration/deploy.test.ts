@@ -4,8 +4,7 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { parseAllDocuments } from 'yaml';
-import type { Json } from '../harness/apps.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
+import { kube, testNamespace, type Json } from '../../testkit/apps.ts';
 
 const deployDir = fileURLToPath(new URL('../../deploy/', import.meta.url));
 const NS = 'application-operator-system';

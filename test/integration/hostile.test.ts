@@ -9,9 +9,8 @@ import { API_VERSION, KIND } from '../../api/constants.ts';
 import { KubeError } from '../../kube/client.ts';
 import { mulberry32, type Rng } from '../../chaos/prng.ts';
 import { specExamples } from '../fixtures/spec-examples.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, kubeApi, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, kube, kubeApi, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 
 const SEED = 20261130;
 const TOTAL = 520;
@@ -37,7 +36,6 @@ interface Outcome {
   message?: string;
 }
 
-const collection = (ns: string) => `/apis/${API_VERSION}/namespaces/${ns}/applications`;
 const NBSP = '\u00a0';
 
 /** A random spec the CRD accepts and the cluster can run (small, schedulable, no storage). */
@@ -211,7 +209,7 @@ describe('hostile input', () => {
 
   it('a control app created before the storm runs', async () => {
     const kubeClient = await kubeApi();
-    await kubeClient.create(appManifest(ns.name, 'control', { image: 'nginx:1.25', replicas: 1 }) as never, collection(ns.name));
+    await kubeClient.create(appManifest(ns.name, 'control', { image: 'nginx:1.25', replicas: 1 }) as never);
     await waitForPhase(ns.name, 'control', 'Running', 120_000);
   });
 
@@ -225,7 +223,7 @@ describe('hostile input', () => {
       const obj: Json = { apiVersion: API_VERSION, kind: KIND, metadata: { name: c.name, namespace: ns.name } };
       if (c.spec !== undefined) obj['spec'] = c.spec;
       try {
-        await kubeClient.create(obj as never, collection(ns.name));
+        await kubeClient.create(obj as never);
         return { c, accepted: true };
       } catch (err) {
         if (!(err instanceof KubeError)) throw err;
@@ -261,8 +259,8 @@ describe('hostile input', () => {
 
   it('changes to immutable fields (storage) are rejected with the field named', async () => {
     const kubeClient = await kubeApi();
-    await kubeClient.create(appManifest(ns.name, 'stor', { image: 'nginx:1.25', storage: { size: '1Gi', storageClass: '' } }) as never, collection(ns.name));
-    await kubeClient.create(appManifest(ns.name, 'nostor', { image: 'nginx:1.25' }) as never, collection(ns.name));
+    await kubeClient.create(appManifest(ns.name, 'stor', { image: 'nginx:1.25', storage: { size: '1Gi', storageClass: '' } }) as never);
+    await kubeClient.create(appManifest(ns.name, 'nostor', { image: 'nginx:1.25' }) as never);
     const ref = (name: string) => ({ apiVersion: API_VERSION, kind: KIND, namespace: ns.name, name });
     const attempts: [string, Json, RegExp][] = [
       ['stor', { spec: { storage: { size: '2Gi' } } }, /storage is immutable after creation/],
@@ -287,7 +285,7 @@ describe('hostile input', () => {
   it('a bad change to a Running app fails with a reason and leaves what ran in place', async () => {
     const kubeClient = await kubeApi();
     const ref = { apiVersion: API_VERSION, kind: KIND, namespace: ns.name, name: 'was-running' };
-    await kubeClient.create(appManifest(ns.name, 'was-running', { image: 'nginx:1.25' }) as never, collection(ns.name));
+    await kubeClient.create(appManifest(ns.name, 'was-running', { image: 'nginx:1.25' }) as never);
     await waitForPhase(ns.name, 'was-running', 'Running', 120_000);
     // A new image with a downward-API field the Deployment refuses: the CRD cannot know, only the cluster can.
     await kubeClient.mergePatch(ref, { spec: { image: 'nginx:1.26', env: [{ name: 'F', valueFrom: { fieldRef: { fieldPath: 'metadata.bogus' } } }] } });
@@ -299,7 +297,7 @@ describe('hostile input', () => {
         throw new Error(`${err.message}\nDeployment image ${JSON.stringify(d?.spec.template.spec.containers[0].image)}, conditions ${JSON.stringify(d?.status?.conditions?.map((c: Json) => `${c.type}:${c.reason}:${c.message}`))}`);
       });
     assert.notEqual(app!.status.phase, 'Running');
-    const pods = await kubeClient.list<Json>(`/api/v1/namespaces/${ns.name}/pods`, 'app.kubernetes.io/name=was-running');
+    const pods = await kubeClient.list<Json>({ apiVersion: 'v1', kind: 'Pod', namespace: ns.name }, 'app.kubernetes.io/name=was-running');
     assert.ok(pods.items.some((p) => p.spec.containers[0].image === 'nginx:1.25' && p.status?.conditions?.some((c: Json) => c.type === 'Ready' && c.status === 'True')), 'the old version keeps running');
     // And it recovers once the spec is fixed.
     await kubeClient.mergePatch(ref, { spec: { image: 'nginx:1.26', env: null } });
@@ -318,7 +316,7 @@ describe('hostile input', () => {
     const verdicts = new Map<string, string>();
     let last: string[] = [];
     while (Date.now() < deadline) {
-      const apps = new Map((await kubeClient.list<Json>(collection(ns.name))).items.map((a) => [a.metadata.name as string, a]));
+      const apps = new Map((await kubeClient.list<Json>({ apiVersion: API_VERSION, kind: KIND, namespace: ns.name })).items.map((a) => [a.metadata.name as string, a]));
       last = [];
       for (const o of sample) {
         if (verdicts.has(o.c.name)) continue;
@@ -353,7 +351,7 @@ describe('hostile input', () => {
     console.log(`sampled ${sample.length} of ${accepted.length} accepted: ${JSON.stringify(tally)}`);
 
     // Never half-applied: no accepted app that failed (and never ran) has any child.
-    const apps = (await kubeClient.list<Json>(collection(ns.name))).items;
+    const apps = (await kubeClient.list<Json>({ apiVersion: API_VERSION, kind: KIND, namespace: ns.name })).items;
     for (const a of apps.filter((x) => x.status?.phase === 'Failed' && x.metadata.name !== 'was-running')) {
       const name = a.metadata.name as string;
       for (const [apiVersion, kind] of [['apps/v1', 'Deployment'], ['v1', 'Service'], ['networking.istio.io/v1', 'VirtualService'], ['networking.istio.io/v1', 'DestinationRule'], ['autoscaling/v2', 'HorizontalPodAutoscaler'], ['v1', 'PersistentVolumeClaim']] as const) {

@@ -5,9 +5,8 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createLogger } from '../../operator/log.ts';
 import { LeaderElector, runWhileLeader } from '../../operator/leader.ts';
-import { kubeApi, type Json } from '../harness/apps.ts';
-import { kube, testNamespace } from '../harness/k8s.ts';
-import { eventually } from '../harness/wait.ts';
+import { kube, kubeApi, testNamespace, type Json } from '../../testkit/apps.ts';
+import { eventually } from '../../lib/poll.ts';
 
 const log = createLogger('silent');
 const until = (what: string, ok: () => boolean, opts: { timeoutMs: number; intervalMs?: number }) => eventually(what, () => Promise.resolve(ok() ? true : undefined), opts);

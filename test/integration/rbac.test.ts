@@ -12,10 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse } from 'yaml';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, kubeApi, temporalClient, type Json, type KubeObject } from '../harness/apps.ts';
-import { testEnv } from '../harness/env.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
-import { eventually } from '../harness/wait.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, kubeApi, temporalClient, type Json, type KubeObject } from '../../testkit/apps.ts';
+import { testEnv } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { eventually } from '../../lib/poll.ts';
+import { childKinds, kinds, type ChildKind as ChildKindEntry } from '../../render/children.ts';
 
 interface Rule {
   apiGroups: string[];
@@ -28,20 +29,15 @@ const readRules = (file: string) => (parse(readFileSync(new URL(`../../deploy/${
 const clusterRules = readRules('clusterrole.yaml');
 const leaderRules = readRules('leader-election-role.yaml');
 
-const children = [
-  { apiVersion: 'apps/v1', kind: 'Deployment' },
-  { apiVersion: 'v1', kind: 'Service' },
-  { apiVersion: 'v1', kind: 'PersistentVolumeClaim' },
-  { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler' },
-  { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule' },
-  { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService' },
-] as const;
-type ChildKind = (typeof children)[number]['kind'];
+// Every kind of child, from the table the operator itself uses (render/children.ts).
+const children = childKinds;
+type ChildKind = string;
+const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.slice(0, apiVersion.indexOf('/')) : 'core');
 
 /** The reconcile flow, in order. */
 const stepNames = [
   'ready', 'leader', 'apps Running', 'event', 'prune', 'delete',
-  ...children.map((c) => `drift ${c.kind}` as const),
+  ...children.map((c) => `drift ${c.kind}`),
   'image', 'canary', 'promote', 'finalize',
 ] as const;
 type Step = (typeof stepNames)[number];
@@ -60,22 +56,19 @@ const prerequisites = (s: Step): Step[] => {
  * accepted for an informer's list and watch, since a watcher may rightly report an informer it cannot run as not ready.
  */
 const informer = (kind: ChildKind): Step[] => ['ready', `drift ${kind}`];
-const child = (kind: ChildKind, get: Step[] | null) => ({
-  ...(get ? { get } : {}), list: informer(kind), watch: informer(kind), create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete'] as Step[],
+// get: status is read from the Deployment and the Service; the others are read back before a child the spec no
+// longer wants is pruned; a kind the table says is never read gets no get.
+// create: server-side apply of an object that does not exist yet is authorized as create too, not only patch.
+const statusKinds = new Set<string>([kinds.deployment.kind, kinds.service.kind]);
+const child = (k: ChildKindEntry) => ({
+  ...(k.read ? { get: [statusKinds.has(k.kind) ? 'apps Running' : 'prune'] as Step[] } : {}),
+  list: informer(k.kind), watch: informer(k.kind), create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete'] as Step[],
 });
 const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // Read by every reconcile, watched by the watcher, patched to add and release the finalizer.
   'myapp.example.com/applications': { get: ['apps Running'], list: ['ready', 'apps Running'], watch: ['ready', 'apps Running'], patch: ['apps Running'] },
   'myapp.example.com/applications/status': { patch: ['apps Running'] },
-  // get: status is read from the Deployment and the Service; the others are read back before a child the spec no
-  // longer wants is pruned.
-  // create: server-side apply of an object that does not exist yet is authorized as create too, not only patch.
-  'apps/deployments': child('Deployment', ['apps Running']),
-  'core/services': child('Service', ['apps Running']),
-  'core/persistentvolumeclaims': child('PersistentVolumeClaim', null),
-  'autoscaling/horizontalpodautoscalers': child('HorizontalPodAutoscaler', ['prune']),
-  'networking.istio.io/virtualservices': child('VirtualService', ['prune']),
-  'networking.istio.io/destinationrules': child('DestinationRule', ['prune']),
+  ...Object.fromEntries(children.map((k) => [`${groupOf(k.apiVersion)}/${k.plural}`, child(k)])),
   'core/pods': { list: ['canary'] },
   'events.k8s.io/events': { create: ['event'] },
   'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
@@ -212,7 +205,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         }, t);
       },
       'event': (t) => until('an Event on the Application', async () => {
-        const events = await (await kubeApi()).list<Json>(`/apis/events.k8s.io/v1/namespaces/${n}/events`);
+        const events = await (await kubeApi()).list<Json>({ apiVersion: 'events.k8s.io/v1', kind: 'Event', namespace: n });
         return events.items.some((e) => e.regarding?.kind === 'Application' && e.regarding?.name === 'full' && /application-operator/.test(e.reportingController ?? ''));
       }, t),
       'prune': async (t) => {
@@ -238,7 +231,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
           const now = await getObject(c.apiVersion, c.kind, n, 'full');
           return Boolean(now && now.metadata.uid !== was.metadata.uid && !now.metadata.deletionTimestamp);
         }, t);
-      }])) as Record<`drift ${ChildKind}`, (t: number) => Promise<void>>,
+      }])) as Record<`drift ${string}`, (t: number) => Promise<void>>,
       'image': async (t) => {
         await api.mergePatch(appRef(n, 'full'), { spec: { image: 'nginx:1.27' } });
         await until('image rolled out', async () => (await getDeployment(n, 'full'))?.spec.template.spec.containers[0].image === 'nginx:1.27', t);
@@ -264,7 +257,9 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     for (const step of stepNames.filter((s) => wanted.has(s))) {
       const started = Date.now();
       try {
-        await flow[step](expectFailure.includes(step) ? proofWindow(step) : PASS_MS);
+        const run = flow[step];
+        if (!run) throw new Error(`the flow has no step ${step}`);
+        await run(expectFailure.includes(step) ? proofWindow(step) : PASS_MS);
         result.passed.push({ step, ms: Date.now() - started });
       } catch (err) {
         result.failed = { step, error: err instanceof Error ? err.message : String(err) };

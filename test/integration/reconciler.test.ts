@@ -7,12 +7,11 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { FINALIZER } from '../../api/constants.ts';
-import { applicationWorkflowId } from '../../workflows/messages.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../harness/apps.ts';
-import { workflowBundle } from '../harness/env.ts';
-import { kube, kubeJson, testNamespace } from '../harness/k8s.ts';
-import { startOperator, type OperatorProcess } from '../harness/operator.ts';
-import { eventually } from '../harness/wait.ts';
+import { applicationWorkflowId } from '../../workflows/contract.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { workflowBundle } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { eventually } from '../../lib/poll.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
 

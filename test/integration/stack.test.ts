@@ -3,8 +3,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
-import { kube, kubeJson, testNamespace } from '../harness/k8s.ts';
-import { eventually } from '../harness/wait.ts';
+import { kube, kubeJson, testNamespace } from '../../testkit/apps.ts';
+import { eventually } from '../../lib/poll.ts';
 
 describe('local Kubernetes control plane', () => {
   let ns: { name: string; cleanup: () => Promise<void> };

@@ -3,7 +3,7 @@ import { NativeConnection, Worker } from '@temporalio/worker';
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { describe, it } from 'node:test';
-import { testEnv, workflowBundle } from '../harness/env.ts';
+import { testEnv, workflowBundle } from '../../testkit/env.ts';
 
 describe('local Temporal dev server', () => {
   it('runs a workflow on a real worker and records its history', async () => {

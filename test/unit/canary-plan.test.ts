@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseApplication, type Application } from '../../api/application.ts';
 import { rolloutKey, rolloutPlan } from '../../reconcile/canary-plan.ts';
-import type { PlanStep, RolloutPlan } from '../../workflows/messages.ts';
+import type { PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
 import { UID, withCanary } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';
 
@@ -32,7 +32,6 @@ describe('rolloutPlan', () => {
       steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }],
       gates: defaultGates,
       progressDeadlineMs: 30 * 60_000,
-      promoteAfterSteps: false,
     } satisfies RolloutPlan);
   });
 
@@ -43,7 +42,6 @@ describe('rolloutPlan', () => {
   test('an empty steps list is the seed form', () => {
     const plan = rolloutPlan(canaryApp({ weight: 10, steps: [] }));
     assert.deepEqual(plan?.steps, [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }]);
-    assert.equal(plan?.promoteAfterSteps, false);
   });
 
   test('steps form: durations in ms, an open pause is null, the last step promotes', () => {
@@ -71,7 +69,6 @@ describe('rolloutPlan', () => {
       { kind: 'pause', ms: 7_200_000 },
     ];
     assert.deepEqual(plan?.steps, steps);
-    assert.equal(plan?.promoteAfterSteps, true);
   });
 
   test('health gates and the progress deadline in ms', () => {

@@ -1,6 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import type { V1ObjectMeta } from '@kubernetes/client-node';
+import { children, childKinds, finalizeOrder, requiredVerbs } from '../../render/children.ts';
 import { renderChildren } from '../../render/index.ts';
+import type { DestinationRule, VirtualService } from '../../render/istio.ts';
 import { UID, clusterApp, withCanary } from '../fixtures/applications.ts';
 
 const full = {
@@ -10,8 +13,8 @@ const full = {
 
 function kinds(children: ReturnType<typeof renderChildren>) {
   return {
-    apply: children.apply.map((c) => `${c.kind}/${c.object.metadata?.name ?? ''}`),
-    absent: children.absent.map((r) => `${r.kind}/${r.name}`),
+    apply: children.apply.map((c) => `${c.object.kind}/${c.object.metadata.name}`),
+    absent: children.absent.map((a) => `${a.ref.kind}/${a.ref.name}`),
   };
 }
 
@@ -57,28 +60,28 @@ describe('renderChildren', () => {
 
   test('a rollout wires the canary subset and the weighted route together', () => {
     const { apply } = renderChildren(clusterApp(withCanary({ canaryVersion: 'v7' })), { canaryWeight: 40 });
-    const dr = apply.find((c) => c.kind === 'DestinationRule');
-    const vs = apply.find((c) => c.kind === 'VirtualService');
-    assert.ok(dr?.kind === 'DestinationRule' && vs?.kind === 'VirtualService');
-    assert.deepEqual(dr.object.spec.subsets.map((s) => s.labels.version), ['stable', 'v7']);
-    assert.deepEqual(vs.object.spec.http[0]?.route.map((r) => [r.destination.subset, r.weight]), [['stable', 60], ['canary', 40]]);
+    const dr = apply.find((c) => c.object.kind === 'DestinationRule')?.object as unknown as DestinationRule;
+    const vs = apply.find((c) => c.object.kind === 'VirtualService')?.object as unknown as VirtualService;
+    assert.deepEqual(dr.spec.subsets.map((s) => s.labels['version']), ['stable', 'v7']);
+    assert.deepEqual(vs.spec.http[0]?.route.map((r) => [r.destination.subset, r.weight]), [['stable', 60], ['canary', 40]]);
   });
 
   test('never lists the PVC as absent', () => {
     const { absent } = renderChildren(clusterApp());
-    assert.ok(absent.every((r) => r.kind !== 'PersistentVolumeClaim'));
+    assert.ok(absent.every((a) => a.ref.kind !== 'PersistentVolumeClaim'));
   });
 
   test('every child is labelled and owned by the Application', () => {
     for (const { object } of renderChildren(clusterApp({ ...full, ...withCanary() }), { canaryWeight: 10 }).apply) {
-      assert.deepEqual(object.metadata?.labels, { 'app.kubernetes.io/name': 'shop', 'app.kubernetes.io/managed-by': 'application-operator' });
-      assert.equal(object.metadata?.namespace, 'prod');
-      assert.deepEqual(object.metadata?.ownerReferences?.map((o) => [o.kind, o.uid, o.controller]), [['Application', UID, true]]);
+      const meta = object.metadata as V1ObjectMeta;
+      assert.deepEqual(meta.labels, { 'app.kubernetes.io/name': 'shop', 'app.kubernetes.io/managed-by': 'application-operator' });
+      assert.equal(meta.namespace, 'prod');
+      assert.deepEqual(meta.ownerReferences?.map((o) => [o.kind, o.uid, o.controller]), [['Application', UID, true]]);
     }
   });
 
   test('absent refs carry the API version and namespace to delete them by', () => {
-    assert.deepEqual(renderChildren(clusterApp()).absent, [
+    assert.deepEqual(renderChildren(clusterApp()).absent.map((a) => a.ref), [
       { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'prod', name: 'shop-canary' },
       { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', namespace: 'prod', name: 'shop' },
       { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule', namespace: 'prod', name: 'shop' },
@@ -88,5 +91,26 @@ describe('renderChildren', () => {
 
   test('refuses a rollout without the mesh', () => {
     assert.throws(() => renderChildren(clusterApp(), { canaryWeight: 10 }), /without serviceMesh.enabled/);
+  });
+});
+
+describe('the table of children', () => {
+  test('finalize order deletes every child once, routes first and storage last', () => {
+    assert.equal(new Set(finalizeOrder).size, children.length);
+    assert.ok(children.every((c) => finalizeOrder.includes(c)));
+    assert.equal(finalizeOrder[0]?.of.kind, 'VirtualService');
+    assert.equal(finalizeOrder.at(-1)?.of.kind, 'PersistentVolumeClaim');
+  });
+
+  test('each kind appears once, with a distinct plural', () => {
+    assert.equal(new Set(childKinds.map((k) => `${k.apiVersion}/${k.kind}`)).size, childKinds.length);
+    assert.equal(new Set(childKinds.map((k) => k.plural)).size, childKinds.length);
+  });
+
+  test('the verbs a kind needs follow from what the operator does with it', () => {
+    assert.deepEqual(requiredVerbs({ apiVersion: 'v1', kind: 'Service', plural: 'services', watched: true, read: true }),
+      ['create', 'delete', 'get', 'list', 'patch', 'watch']);
+    assert.deepEqual(requiredVerbs({ apiVersion: 'v1', kind: 'PersistentVolumeClaim', plural: 'persistentvolumeclaims', watched: true, read: false }),
+      ['create', 'delete', 'list', 'patch', 'watch']);
   });
 });

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { parseApplication } from '../../api/application.ts';
-import { CRD_NAME, GROUP, KIND, PLURAL, SHORT_NAME, SINGULAR, VERSION } from '../../api/constants.ts';
+import { CRD_NAME, GROUP, KIND, PLURAL, Phase, RolloutPhase, SHORT_NAME, SINGULAR, VERSION } from '../../api/constants.ts';
 import { specExamples } from '../fixtures/spec-examples.ts';
 import type { CreateExample, JsonObject } from '../fixtures/spec-examples.ts';
 
@@ -14,6 +14,7 @@ interface Schema {
   items?: Schema;
   default?: unknown;
   description?: string;
+  enum?: string[];
   'x-kubernetes-validations'?: { rule: string; message: string }[];
 }
 
@@ -67,6 +68,12 @@ describe('CRD', () => {
     assert.equal(crd.spec.scope, 'Namespaced');
     assert.deepEqual(crd.spec.names, { kind: KIND, listKind: `${KIND}List`, plural: PLURAL, singular: SINGULAR, shortNames: [SHORT_NAME] });
     assert.equal(version.name, VERSION);
+  });
+
+  test('status phases are the constants\' phases', () => {
+    const status = root.properties?.status?.properties;
+    assert.deepEqual(status?.phase?.enum, Object.values(Phase));
+    assert.deepEqual(status?.canary?.properties?.phase?.enum, Object.values(RolloutPhase));
   });
 
   test('serves status and scale subresources for kubectl scale', () => {

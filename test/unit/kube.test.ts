@@ -18,7 +18,7 @@ describe('collectionPath', () => {
       path: '/apis/events.k8s.io/v1/namespaces/prod/events',
     },
   ];
-  for (const c of cases) test(c.name, () => assert.equal(collectionPath(c.apiVersion, c.kind, c.namespace), c.path));
+  for (const c of cases) test(c.name, () => assert.equal(collectionPath(c), c.path));
 });
 
 describe('objectPath', () => {
@@ -59,7 +59,7 @@ describe('objectPath', () => {
     test(`${c.name} throws`, () => {
       const message = new RegExp(`unknown kind ${c.kind} in ${c.apiVersion.replaceAll('.', '\\.')}`);
       assert.throws(() => objectPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: 'prod', name: 'x' }), message);
-      assert.throws(() => collectionPath(c.apiVersion, c.kind, 'prod'), message);
+      assert.throws(() => collectionPath({ ...c, namespace: 'prod' }), message);
       assert.throws(() => pluralOf(c.apiVersion, c.kind), message);
     });
   }

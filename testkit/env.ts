@@ -1,6 +1,6 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { readFile } from 'node:fs/promises';
-import { readStack, type StackInfo } from '../../stack/stack.ts';
+import { readStack, type StackInfo } from '../stack/stack.ts';
 
 /** What every integration test needs; fails loudly (never skips) when the run has no stack. */
 export interface TestEnv {

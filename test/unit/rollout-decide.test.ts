@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { CanaryHealth, HealthGates, PlanStep } from '../../workflows/messages.ts';
-import { describeStep, gateVerdict, isTerminal, safeWeight, weightAfter } from '../../workflows/rollout-logic.ts';
+import type { CanaryHealth } from '../../activities/types.ts';
+import { isTerminal } from '../../api/constants.ts';
+import { gateVerdict, interruption, routableWeight, weightAfterGate } from '../../workflows/rollout/decide.ts';
+import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3 };
 
@@ -24,14 +26,43 @@ describe('gateVerdict', () => {
   for (const c of cases) test(c.name, () => assert.deepEqual(gateVerdict(c.health, gates), { ok: c.ok, reason: c.reason }));
 });
 
-describe('safeWeight', () => {
+describe('routableWeight: never route to a canary without a ready replica', () => {
   const cases: { name: string; target: number; ready: number; weight: number }[] = [
     { name: 'no ready replica: no traffic', target: 30, ready: 0, weight: 0 },
     { name: 'one ready replica: the target', target: 30, ready: 1, weight: 30 },
     { name: 'target zero stays zero', target: 0, ready: 2, weight: 0 },
     { name: 'full weight', target: 100, ready: 2, weight: 100 },
   ];
-  for (const c of cases) test(c.name, () => assert.equal(safeWeight(c.target, health({ readyReplicas: c.ready })), c.weight));
+  for (const c of cases) test(c.name, () => assert.equal(routableWeight(c.target, c.ready), c.weight));
+});
+
+describe('weightAfterGate', () => {
+  const cases: { name: string; current: number; target: number; ready: number; ok: boolean; weight: number }[] = [
+    { name: 'a passing gate moves traffic to the target', current: 0, target: 30, ready: 2, ok: true, weight: 30 },
+    { name: 'a failing gate does not move traffic up', current: 10, target: 30, ready: 1, ok: false, weight: 10 },
+    { name: 'no ready replica drops traffic at once, pass or fail', current: 30, target: 30, ready: 0, ok: false, weight: 0 },
+    { name: 'a passing gate can lower the weight to a lower target', current: 50, target: 20, ready: 2, ok: true, weight: 20 },
+    { name: 'nothing routed stays nothing while failing', current: 0, target: 30, ready: 1, ok: false, weight: 0 },
+  ];
+  for (const c of cases) test(c.name, () => assert.equal(weightAfterGate(c.current, c.target, health({ readyReplicas: c.ready }), c.ok), c.weight));
+});
+
+describe('interruption', () => {
+  const base = {
+    abort: undefined, consecutiveFailures: 0, lastGate: undefined, gates, now: 1000, deadline: 2000, pausing: false,
+    progressDeadlineMs: 60_000, message: 'step 2/4',
+  };
+  const lastGate = { at: '', ok: false, readyReplicas: 0, restarts: 0, reason: '0/2 ready' };
+  test('nothing to stop for', () => assert.equal(interruption(base), null));
+  test('an abort wins over everything and says who', () => assert.deepEqual(
+    interruption({ ...base, abort: { by: 'ann', reason: 'bad' }, consecutiveFailures: 9, now: 5000 }), { phase: 'Aborted', reason: 'bad', by: 'ann' }));
+  test('an abort without a reason', () => assert.deepEqual(interruption({ ...base, abort: {} }), { phase: 'Aborted', reason: 'aborted', by: 'unknown' }));
+  test('failures below the threshold go on', () => assert.equal(interruption({ ...base, consecutiveFailures: 2, lastGate }), null));
+  test('failures at the threshold roll back with the last verdict', () => assert.deepEqual(
+    interruption({ ...base, consecutiveFailures: 3, lastGate }), { phase: 'RolledBack', reason: 'health gate failed 3 times in a row: 0/2 ready' }));
+  test('the deadline rolls back', () => assert.deepEqual(
+    interruption({ ...base, now: 2000 }), { phase: 'RolledBack', reason: 'progress deadline of 60 s exceeded (step 2/4)' }));
+  test('the deadline does not run out during a pause', () => assert.equal(interruption({ ...base, now: 9000, pausing: true }), null));
 });
 
 describe('isTerminal', () => {
@@ -62,20 +93,4 @@ describe('describeStep', () => {
     { step: undefined, index: 4, total: 4, text: 'all 4 steps done' },
   ];
   for (const c of cases) test(c.text, () => assert.equal(describeStep(c.step, c.index, c.total), c.text));
-});
-
-describe('weightAfter', () => {
-  const steps = [pause(1000), weight(10), pause(60_000), weight(50), pause(null), weight(0)];
-  const cases: { done: number; weight: number }[] = [
-    { done: 0, weight: 0 },
-    { done: 1, weight: 0 },
-    { done: 2, weight: 10 },
-    { done: 3, weight: 10 },
-    { done: 4, weight: 50 },
-    { done: 5, weight: 50 },
-    { done: 6, weight: 0 },
-    { done: 9, weight: 0 },
-  ];
-  for (const c of cases) test(`after ${c.done} steps: ${c.weight}%`, () => assert.equal(weightAfter(steps, c.done), c.weight));
-  test('no steps', () => assert.equal(weightAfter([], 3), 0));
 });

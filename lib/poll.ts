@@ -1,6 +1,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** Polls fn until it returns a non-undefined value; on timeout throws with the last observation, so a failure says what was seen. */
+/** Thrown by a polled function to stop polling at once (say, the server being waited for has exited). */
+export class StopPolling extends Error {}
+
+/**
+ * Polls fn until it returns a value other than undefined. A thrown error counts as "not yet", except StopPolling,
+ * which ends the wait; on timeout the error says what was last seen, so a failure explains itself.
+ */
 export async function eventually<T>(what: string, fn: () => Promise<T | undefined>, opts: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
   let last: unknown;
@@ -10,6 +16,7 @@ export async function eventually<T>(what: string, fn: () => Promise<T | undefine
       if (v !== undefined) return v;
       last = 'not yet';
     } catch (err) {
+      if (err instanceof StopPolling) throw err;
       last = err instanceof Error ? err.message : err;
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${typeof last === 'string' ? last : JSON.stringify(last)}`);

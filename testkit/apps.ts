@@ -1,8 +1,15 @@
+// The cluster and Temporal as tests, the benchmark and the chaos run see them: kubectl and our JSON client against
+// the run's stack, Application manifests, waits on their status, and a Temporal client.
 import { Client, Connection } from '@temporalio/client';
-import { API_VERSION, KIND } from '../../api/constants.ts';
-import { Kube, type KubeObject } from '../../kube/client.ts';
+import { randomBytes } from 'node:crypto';
+import { API_VERSION, KIND } from '../api/constants.ts';
+import { Kube, type KubeObject } from '../kube/client.ts';
+import { eventually } from '../lib/poll.ts';
+import { kubectl } from '../stack/stack.ts';
 import { testEnv } from './env.ts';
-import { eventually } from './wait.ts';
+
+export type Json = Record<string, any>;
+export type { KubeObject };
 
 let kubeSingleton: Kube | undefined;
 
@@ -12,7 +19,27 @@ export async function kubeApi(): Promise<Kube> {
   return kubeSingleton;
 }
 
-export type Json = Record<string, any>;
+/** kubectl against the run's stack. */
+export async function kube(args: string[], input?: string): Promise<string> {
+  const env = await testEnv();
+  return kubectl({ kubeconfig: env.kubeconfigPath }, args, input);
+}
+
+export async function kubeJson<T = any>(args: string[]): Promise<T> {
+  return JSON.parse(await kube([...args, '-o', 'json'])) as T;
+}
+
+/** Server-side apply of a manifest as a user would (`kubectl apply --server-side`). */
+export function applyAsUser(obj: Json, fieldManager = 'test-user'): Promise<string> {
+  return kube(['apply', '--server-side', `--field-manager=${fieldManager}`, '--force-conflicts', '-f', '-'], JSON.stringify(obj));
+}
+
+/** A fresh namespace for one test; the returned function deletes it (without waiting). */
+export async function testNamespace(prefix: string): Promise<{ name: string; cleanup: () => Promise<void> }> {
+  const name = `${prefix}-${randomBytes(3).toString('hex')}`.toLowerCase();
+  await kube(['create', 'namespace', name]);
+  return { name, cleanup: async () => void (await kube(['delete', 'namespace', name, '--wait=false']).catch(() => '')) };
+}
 
 /** An Application manifest. */
 export function appManifest(namespace: string, name: string, spec: Json, metadata: Json = {}): Json {
@@ -62,5 +89,3 @@ export async function closeTemporal(): Promise<void> {
   await temporal?.connection.close();
   temporal = undefined;
 }
-
-export type { KubeObject };

@@ -1,14 +1,13 @@
+// The client side of the operator: control and status of an Application's workflows, for the CLI, the kubectl
+// plugin, the benchmark and the chaos run.
 import { KubeConfig } from '@kubernetes/client-node';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { userInfo, hostname } from 'node:os';
 import {
-  abortUpdate, applicationWorkflowId, pauseUpdate, promoteUpdate, resumeUpdate, rolloutQuery, rolloutWorkflowId, stateQuery,
-  type ApplicationState, type RolloutState,
-} from '../workflows/messages.ts';
+  applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId, stateQuery, type ApplicationState, type ControlAction, type RolloutState,
+} from '../workflows/contract.ts';
 
-export type ControlAction = 'promote' | 'abort' | 'pause' | 'resume';
-
-const updates = { promote: promoteUpdate, abort: abortUpdate, pause: pauseUpdate, resume: resumeUpdate };
+export type { ControlAction } from '../workflows/contract.ts';
 
 /** The namespace of the current kubeconfig context, like kubectl's default. */
 export function defaultNamespace(): string {
@@ -30,7 +29,7 @@ export function requester(): string {
 export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<RolloutState> {
   const handle = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
   try {
-    return await handle.executeUpdate(updates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    return await handle.executeUpdate(controlUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new Error(`no canary rollout is running for ${namespace}/${name}`, { cause: err });
     if (err instanceof WorkflowUpdateFailedError) throw new Error(`${action} rejected: ${err.cause?.message ?? err.message}`, { cause: err });

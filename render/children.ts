@@ -1,0 +1,120 @@
+// Every kind of child an Application has, in one table: how it is named and rendered, whether the watcher watches
+// it, whether the reconciler prunes it, who owns it during a rollout, and its place in the apply and finalize order.
+// The renderer, the Kubernetes client's resource table, the watcher, finalization, the chaos orphan check and the
+// RBAC test all derive from it: adding a kind is one row here (plus its renderer and its RBAC rule).
+
+import { canaryName, childName, ISTIO_API_VERSION } from '../api/constants.ts';
+import type { Application } from '../api/application.ts';
+import { renderCanaryDeployment, renderDeployment } from './deployment.ts';
+import { renderHorizontalPodAutoscaler } from './hpa.ts';
+import { renderDestinationRule, renderVirtualService } from './istio.ts';
+import { renderPersistentVolumeClaim } from './pvc.ts';
+import { renderService } from './service.ts';
+
+/** A rendered child, as sent to server-side apply. */
+export interface ChildObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; [k: string]: unknown };
+  [k: string]: unknown;
+}
+
+export interface RenderOptions {
+  /** Canary traffic percentage while a rollout is in flight; null renders the steady state, without a canary. */
+  canaryWeight: number | null;
+}
+
+/** One kind of child. */
+export interface ChildKind {
+  apiVersion: string;
+  kind: string;
+  plural: string;
+  /** The watcher wakes the Application's workflow when one changes (drift is put back). */
+  watched: boolean;
+  /** The operator reads it back (status, pruning, the canary's health); PVCs are immutable and never read. */
+  read: boolean;
+}
+
+/** One child of an Application: its kind, its name, how it is rendered and who looks after it. */
+export interface Child {
+  of: ChildKind;
+  /** Its name, from the Application's name. */
+  name(app: { metadata: { name: string } }): string;
+  /** Its desired object, or null when the spec asks for none. */
+  render(app: Application, options: RenderOptions): ChildObject | null;
+  /** Deleted by the reconciler when the spec stops asking for it (only when this Application controls it). */
+  pruned: boolean;
+  /** While a rollout runs, the rollout workflow owns it and the reconciler leaves it alone. */
+  rolloutOwned: boolean;
+}
+
+const kind = (apiVersion: string, k: string, plural: string, opts: { watched?: boolean; read?: boolean } = {}): ChildKind =>
+  ({ apiVersion, kind: k, plural, watched: opts.watched ?? true, read: opts.read ?? true });
+
+export const kinds = {
+  pvc: kind('v1', 'PersistentVolumeClaim', 'persistentvolumeclaims', { read: false }),
+  deployment: kind('apps/v1', 'Deployment', 'deployments'),
+  service: kind('v1', 'Service', 'services'),
+  hpa: kind('autoscaling/v2', 'HorizontalPodAutoscaler', 'horizontalpodautoscalers'),
+  destinationRule: kind(ISTIO_API_VERSION, 'DestinationRule', 'destinationrules'),
+  virtualService: kind(ISTIO_API_VERSION, 'VirtualService', 'virtualservices'),
+} as const;
+
+/** Every kind of child, once each. */
+export const childKinds: readonly ChildKind[] = Object.values(kinds);
+
+const mesh = (app: Application) => app.spec.serviceMesh?.enabled === true;
+const inRollout = (o: RenderOptions) => o.canaryWeight !== null;
+const asObject = <T>(o: T): ChildObject => o as unknown as ChildObject;
+
+const pvc: Child = { of: kinds.pvc, name: childName, pruned: false, rolloutOwned: false, render: (app) => nullable(renderPersistentVolumeClaim(app)) };
+const stable: Child = { of: kinds.deployment, name: childName, pruned: false, rolloutOwned: false, render: (app) => asObject(renderDeployment(app)) };
+const canary: Child = {
+  of: kinds.deployment, name: canaryName, pruned: true, rolloutOwned: true,
+  render: (app, o) => (inRollout(o) ? asObject(renderCanaryDeployment(app)) : null),
+};
+const service: Child = { of: kinds.service, name: childName, pruned: false, rolloutOwned: false, render: (app) => asObject(renderService(app)) };
+const hpa: Child = { of: kinds.hpa, name: childName, pruned: true, rolloutOwned: false, render: (app) => nullable(renderHorizontalPodAutoscaler(app)) };
+const destinationRule: Child = {
+  of: kinds.destinationRule, name: childName, pruned: true, rolloutOwned: true,
+  render: (app, o) => (mesh(app) ? asObject(renderDestinationRule(app, { canary: inRollout(o) })) : null),
+};
+const virtualService: Child = {
+  of: kinds.virtualService, name: childName, pruned: true, rolloutOwned: true,
+  render: (app, o) => (mesh(app) ? asObject(renderVirtualService(app, { canaryWeight: o.canaryWeight })) : null),
+};
+
+/**
+ * The children in apply order: storage before the pods that mount it, the Deployments before the Service and the
+ * HPA that point at them, the DestinationRule's subsets before the VirtualService routes to them. The PVC is never
+ * pruned: storage cannot be removed from a spec, and its data goes only with the Application itself.
+ */
+export const children: readonly Child[] = [pvc, stable, canary, service, hpa, destinationRule, virtualService];
+
+/** Deletion order on finalize: routes first (no traffic to what is going away), storage last. */
+export const finalizeOrder: readonly Child[] = [virtualService, destinationRule, hpa, canary, stable, service, pvc];
+
+function nullable<T>(o: T | null): ChildObject | null {
+  return o === null ? null : asObject(o);
+}
+
+/** A child by identity, for reads and deletion. */
+export interface ChildRef {
+  apiVersion: string;
+  kind: string;
+  namespace: string;
+  name: string;
+}
+
+/** The reference of a child of the Application named `name` in `namespace`. */
+export function childRef(child: Child, namespace: string, name: string): ChildRef {
+  return { apiVersion: child.of.apiVersion, kind: child.of.kind, namespace, name: child.name({ metadata: { name } }) };
+}
+
+/** The RBAC verbs the operator needs on a kind of child, for what the table says it does with it. */
+export function requiredVerbs(k: ChildKind): string[] {
+  const verbs = ['create', 'patch', 'delete'];
+  if (k.watched) verbs.push('list', 'watch');
+  if (k.read) verbs.push('get');
+  return verbs.sort();
+}

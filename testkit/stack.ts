@@ -1,0 +1,81 @@
+// One local stack for a whole run of tests, the benchmark or the chaos run: a temporary state folder, every server
+// on free ports, the workflow code bundled once, and the environment that points the testkit and operator processes
+// at it. Or an already running stack (STACK_STATE_DIR), which is left running.
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { mkdtemp, rename, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { buildAll } from '../stack/build.ts';
+import { down, readStack, status, up, type StackInfo } from '../stack/stack.ts';
+
+export interface RunStack {
+  info: StackInfo;
+  /** Started by this run (and stopped by stop()), as opposed to reused. */
+  owned: boolean;
+  bundlePath: string;
+  /** The variables that point the testkit (testkit/env.ts) and the operator's flags at this stack. */
+  env: Record<string, string>;
+  /** Stops and removes an owned stack (unless kept); leaves a reused one alone. */
+  stop(): Promise<void>;
+}
+
+export interface RunStackOptions {
+  /** Names the temporary state folder. */
+  prefix: string;
+  /** The workflow module to bundle (the operator's, or one that adds test-only workflows). */
+  workflowsPath: string;
+  /** A running stack's state folder to use instead of starting one. */
+  reuse?: string | undefined;
+  nodes?: number;
+  podDelayMs?: number;
+  /** Leave an owned stack running at stop() (its folder is printed). */
+  keep?: boolean;
+  print?: (line: string) => void;
+}
+
+/** Starts (or reuses) the stack and bundles the workflow code; call stop() when done. */
+export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
+  const print = opts.print ?? ((l: string) => console.log(l));
+  let info: StackInfo;
+  let owned = false;
+  if (opts.reuse) {
+    const rows = await status(opts.reuse);
+    const found = await readStack(opts.reuse);
+    if (!rows || !found || rows.some((r) => !r.running)) {
+      throw new Error(`STACK_STATE_DIR=${opts.reuse} names no running stack (see: npm run stack -- status); unset it to let the run start its own`);
+    }
+    print(`reusing the stack in ${opts.reuse}`);
+    info = found;
+  } else {
+    await buildAll({ print });
+    const stateDir = await mkdtemp(join(tmpdir(), `${opts.prefix}-`));
+    print(`starting a stack for this run in ${stateDir}`);
+    info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, print });
+    owned = true;
+  }
+  const bundle = await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, logger: quietLogger });
+  const bundlePath = join(info.stateDir, `workflow-bundle-${process.pid}.js`);
+  // Written aside and renamed, so a process reading the bundle never sees half a file.
+  await writeFile(`${bundlePath}.tmp`, bundle.code);
+  await rename(`${bundlePath}.tmp`, bundlePath);
+  const env = {
+    STACK_STATE_DIR: info.stateDir,
+    KUBECONFIG: info.kubeconfig,
+    TEMPORAL_ADDRESS: info.temporalAddress,
+    TEMPORAL_NAMESPACE: info.temporalNamespace,
+    WORKFLOW_BUNDLE_PATH: bundlePath,
+  };
+  return {
+    info, owned, bundlePath, env,
+    stop: async () => {
+      if (!owned) return;
+      if (opts.keep) print(`stack kept in ${info.stateDir} (stop it with: npm run stack -- --state-dir ${info.stateDir} down --purge)`);
+      else await down(info.stateDir, { purge: true });
+    },
+  };
+}
+
+const quietLogger = {
+  log: () => {}, trace: () => {}, debug: () => {}, info: () => {},
+  warn: (m: string) => console.warn(m), error: (m: string) => console.error(m),
+};

@@ -1,0 +1,150 @@
+// The contract between the workflows and their clients (the watcher, the CLI, tests, any Temporal client): workflow
+// ids and types, inputs and results, signals, updates and queries. Activity inputs and outputs are in
+// activities/types.ts; the rollout's plan is in rollout/plan.ts.
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { RolloutPhase } from '../api/constants.ts';
+import type { RolloutPlan } from './rollout/plan.ts';
+
+// ---- the Application workflow ----
+
+/** The Application workflow's type name, for clients that start it without importing workflow code. */
+export const applicationWorkflowType = 'applicationWorkflow';
+
+/** One workflow per Application. */
+export function applicationWorkflowId(namespace: string, name: string): string {
+  return `application/${namespace}/${name}`;
+}
+
+/** Why the watcher woke the workflow. `child-status` alone never re-applies children; it only refreshes status. */
+export type ChangeReason = 'spec' | 'child' | 'child-status' | 'deleted' | 'resync';
+
+export interface ChangeSignal {
+  reason: ChangeReason;
+  /** Kind/name of the child that changed, for the history. */
+  object?: string;
+}
+
+/** Durations of the reconcile loop; inputs so tests can use seconds. */
+export interface LoopOptions {
+  /** Re-check a rollout that has not finished this often even without events (Updating: 30 s). */
+  progressRecheckSeconds: number;
+  /** A converged app is re-applied this often as a safety net besides events (0 = never). */
+  resyncSeconds: number;
+  /** Continue-as-new once the history reaches this many events (or when the server suggests it). */
+  maxHistoryEvents: number;
+}
+
+export const defaultLoopOptions: LoopOptions = { progressRecheckSeconds: 30, resyncSeconds: 0, maxHistoryEvents: 2000 };
+
+export interface ApplicationWorkflowInput {
+  namespace: string;
+  name: string;
+  options?: Partial<LoopOptions>;
+  /** State carried across continue-as-new. */
+  carried?: CarriedState;
+}
+
+export interface CarriedState {
+  passes: number;
+  lastPhase?: string;
+  lastGeneration?: number;
+}
+
+/** What the workflow knows, for `temporal workflow query --name state` and the CLI. */
+export interface ApplicationState {
+  namespace: string;
+  name: string;
+  passes: number;
+  phase?: string;
+  generation?: number;
+  message?: string;
+  lastReason?: ChangeReason;
+  /** The key of the rollout running now, if any. */
+  rollout?: string;
+}
+
+export const changedSignal = defineSignal<[ChangeSignal]>('changed');
+export const stateQuery = defineQuery<ApplicationState>('state');
+
+// ---- the canary rollout workflow ----
+
+/** The rollout workflow's type name. */
+export const rolloutWorkflowType = 'canaryRolloutWorkflow';
+
+/** The workflow id of an Application's rollout (one run per rollout). */
+export function rolloutWorkflowId(namespace: string, name: string): string {
+  return `application/${namespace}/${name}/canary`;
+}
+
+export interface RolloutInput {
+  namespace: string;
+  name: string;
+  plan: RolloutPlan;
+}
+
+export interface RolloutResult {
+  key: string;
+  phase: RolloutPhase;
+  message: string;
+}
+
+/** One health gate check of the canary. */
+export interface GateVerdict {
+  at: string;
+  ok: boolean;
+  readyReplicas: number;
+  restarts: number;
+  reason: string;
+}
+
+/** The rollout's position, for the `rollout` query, the CLI and the UI. */
+export interface RolloutState {
+  namespace: string;
+  name: string;
+  key: string;
+  phase: RolloutPhase;
+  /** Index of the current step (steps.length once all are done). */
+  step: number;
+  totalSteps: number;
+  /** Traffic percentage the canary receives now. */
+  weight: number;
+  message: string;
+  startedAt: string;
+  pauseEndsAt?: string;
+  /** Milliseconds left in a timed pause, computed when queried. */
+  pauseRemainingMs?: number;
+  /** Paused by a user (as opposed to a pause step). */
+  pausedByUser: boolean;
+  deadlineAt: string;
+  gates: GateVerdict[];
+  consecutiveFailures: number;
+  abortedBy?: string;
+  reason?: string;
+}
+
+/** Who asked for a control action, and why (shown in status and history). */
+export interface ControlRequest {
+  by?: string;
+  reason?: string;
+}
+
+export type ControlAction = 'promote' | 'abort' | 'pause' | 'resume';
+export const controlActions: readonly ControlAction[] = ['promote', 'abort', 'pause', 'resume'];
+
+/** Control as signals: fire and forget; one sent to the Application's workflow is forwarded to its rollout. */
+export const controlSignals = {
+  promote: defineSignal<[ControlRequest?]>('promote'),
+  abort: defineSignal<[ControlRequest?]>('abort'),
+  pause: defineSignal<[ControlRequest?]>('pause'),
+  resume: defineSignal<[ControlRequest?]>('resume'),
+} as const satisfies Record<ControlAction, unknown>;
+
+/** Control as updates: validated (a refusal says why) and answered with the rollout's state. */
+export const controlUpdates = {
+  promote: defineUpdate<RolloutState, [ControlRequest]>('promote'),
+  abort: defineUpdate<RolloutState, [ControlRequest]>('abort'),
+  pause: defineUpdate<RolloutState, [ControlRequest]>('pause'),
+  resume: defineUpdate<RolloutState, [ControlRequest]>('resume'),
+} as const satisfies Record<ControlAction, unknown>;
+
+export const rolloutQuery = defineQuery<RolloutState | null>('rollout');
