@@ -1,0 +1,189 @@
+// The Application workflow's loop, scenario by scenario, on a real worker with scripted activities: what starts,
+// supersedes and stops rollouts, reported failures, deletion and continue-as-new. Histories are replayed.
+import type { WorkflowHandle, WorkflowHandleWithSignaledRunId } from '@temporalio/client';
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { FailureType } from '../../api/constants.ts';
+import type { ReconcileResult } from '../../activities/types.ts';
+import type { applicationWorkflow } from '../../workflows/application.ts';
+import {
+  applicationWorkflowId, applicationWorkflowType, changedSignal, controlSignals, rolloutWorkflowId, stateQuery, type ApplicationState, type ChangeSignal, type LoopOptions,
+} from '../../workflows/contract.ts';
+import { eventually } from '../../lib/poll.ts';
+import { WorkflowTier, failure, plan, sleep, type Recorder, type Script } from './stubs.ts';
+
+const tier = new WorkflowTier();
+
+interface AppRun {
+  namespace: string;
+  handle: WorkflowHandleWithSignaledRunId<typeof applicationWorkflow>;
+  r: Recorder;
+}
+
+async function startApp(script: Script, options: Partial<LoopOptions> = {}): Promise<AppRun> {
+  const { namespace, recorder } = tier.scenario(script);
+  const handle = await tier.client.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
+    taskQueue: tier.taskQueue, workflowId: applicationWorkflowId(namespace, 'app'),
+    args: [{ namespace, name: 'app', options: { progressRecheckSeconds: 1, ...options } }],
+    signal: changedSignal, signalArgs: [{ reason: 'spec' }],
+  });
+  return { namespace, handle, r: recorder };
+}
+
+/** Polls the state query until `ok` holds (an activity's answer reaches the workflow a moment after it was recorded). */
+async function stateUntil(handle: WorkflowHandle, ok: (s: ApplicationState) => boolean): Promise<ApplicationState> {
+  return eventually('application state', async () => {
+    const s = await handle.query(stateQuery);
+    return ok(s) ? s : undefined;
+  }, { timeoutMs: 10_000, intervalMs: 50 });
+}
+
+const change = (run: AppRun) => run.handle.signal(changedSignal, { reason: 'spec' });
+const canaryA = plan({ key: 'a|app:a', version: 'a', image: 'app:a', steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }] });
+const canaryB = plan({ key: 'b|app:b', version: 'b', image: 'app:b', steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }] });
+const rolloutCalls = (r: Recorder, namespace: string, name: string) => r.calls.filter((c) => c.workflowId === rolloutWorkflowId(namespace, 'app') && c.name === name);
+
+/** Replays the Application workflow's history and the rollouts' (every run of the rollout id). */
+async function replayAll(run: AppRun): Promise<void> {
+  await tier.replay(run.handle);
+  for await (const wf of tier.client.workflow.list({ query: `WorkflowId = '${rolloutWorkflowId(run.namespace, 'app')}'` })) {
+    await tier.replay(tier.client.workflow.getHandle(wf.workflowId, wf.runId));
+  }
+}
+
+describe('Application workflow', { concurrency: true }, () => {
+  before(() => tier.start());
+  after(() => tier.stop());
+
+  it('reconciles on every change signal; child-status alone never re-applies', async () => {
+    const run = await startApp({});
+    await run.r.until('first pass', (r) => r.count('reconcileApplication') === 1);
+    await run.handle.signal(changedSignal, { reason: 'child-status', object: 'Deployment/app' });
+    await run.r.until('second pass', (r) => r.count('reconcileApplication') === 2);
+    await change(run);
+    await run.r.until('third pass', (r) => r.count('reconcileApplication') === 3);
+    const applies = run.r.calls.filter((c) => c.name === 'reconcileApplication').map((c) => c.input['apply']);
+    assert.deepEqual(applies, [true, false, true]);
+    const state = await stateUntil(run.handle, (st) => st.passes === 3);
+    assert.equal(state.phase, 'Running');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('starts a rollout the spec asks for and forwards control sent to the Application workflow', async () => {
+    const run = await startApp({ reconcile: () => ({ canary: canaryA }) });
+    await run.r.until('rollout paused', (r) => r.last()?.phase === 'Paused');
+    await run.handle.signal(controlSignals.promote, { by: 'eve' });
+    await run.r.until('promoted', (r) => r.last()?.phase === 'Promoted');
+    // The finished rollout is not restarted although the (scripted) spec still asks for it.
+    await run.r.until('a pass after the rollout', (r) => r.count('reconcileApplication') >= 2);
+    await change(run);
+    await run.r.until('another pass', (r) => r.count('reconcileApplication') >= 3);
+    await sleep(500);
+    assert.equal(rolloutCalls(run.r, run.namespace, 'prepareCanary').length, 1, 'one rollout only');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('a new canary in the spec supersedes the running one: aborted, then the new one starts', async () => {
+    let canary = canaryA;
+    const run = await startApp({ reconcile: () => ({ canary }) });
+    await run.r.until('a paused', (r) => r.last()?.version === 'a' && r.last()?.phase === 'Paused');
+    canary = canaryB;
+    await change(run);
+    await run.r.until('b paused', (r) => r.last()?.version === 'b' && r.last()?.phase === 'Paused');
+    const a = run.r.statuses.filter((s) => s.version === 'a').at(-1);
+    assert.equal(a?.phase, 'Aborted');
+    assert.match(a?.message ?? '', /superseded by canary b \(app:b\)/);
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('an aborted canary stays aborted on later passes; a different one starts', async () => {
+    let canary = canaryA;
+    const run = await startApp({ reconcile: () => ({ canary }) });
+    await run.r.until('a paused', (r) => r.last()?.phase === 'Paused');
+    await run.handle.signal(controlSignals.abort, { by: 'fay', reason: 'no' });
+    await run.r.until('a aborted', (r) => r.last()?.phase === 'Aborted');
+    await change(run);
+    await sleep(700);
+    assert.equal(rolloutCalls(run.r, run.namespace, 'prepareCanary').length, 1, 'not restarted');
+    canary = canaryB;
+    await change(run);
+    await run.r.until('b started', (r) => r.last()?.version === 'b');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('a new workflow run does not restart a rollout that status says finished', async () => {
+    const run = await startApp({ reconcile: () => ({ canary: canaryA, lastRollout: { key: canaryA.key, phase: 'RolledBack' } }) });
+    await run.r.until('two passes', (r) => r.count('reconcileApplication') >= 1);
+    await change(run);
+    await run.r.until('second pass', (r) => r.count('reconcileApplication') >= 2);
+    assert.equal(run.r.count('prepareCanary'), 0);
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('deletion mid-rollout aborts and compensates the rollout, finalizes, and ends', async () => {
+    let outcome: ReconcileResult['outcome'] = 'reconciled';
+    const run = await startApp({ reconcile: () => ({ canary: canaryA, outcome }) });
+    await run.r.until('rollout paused', (r) => r.last()?.phase === 'Paused');
+    outcome = 'deleting';
+    await run.handle.signal(changedSignal, { reason: 'deleted' });
+    assert.equal(await run.handle.result(), 'deleted');
+    assert.equal(run.r.last()?.phase, 'Aborted');
+    assert.match(run.r.last()?.message ?? '', /being deleted/);
+    const order = run.r.names().filter((n) => n === 'removeCanary' || n === 'finalizeApplication');
+    assert.deepEqual(order, ['removeCanary', 'finalizeApplication'], 'the canary is compensated before the children go');
+    await replayAll(run);
+  });
+
+  it('an Application that is gone ends the workflow', async () => {
+    const run = await startApp({ reconcile: () => ({ outcome: 'gone' }) });
+    assert.equal(await run.handle.result(), 'gone');
+    assert.equal(run.r.count('finalizeApplication'), 0);
+    await replayAll(run);
+  });
+
+  it('InvalidSpec and ApplyRejected are reported, not retried: the workflow waits for the next change', async () => {
+    const run = await startApp({
+      reconcile: (n) => (n === 0 ? failure(FailureType.InvalidSpec, 'spec.image: must not be empty') : n === 1 ? failure(FailureType.ApplyRejected, 'Deployment refused') : {}),
+    });
+    await run.r.until('first pass', (r) => r.count('reconcileApplication') === 1);
+    await sleep(500);
+    assert.equal(run.r.count('reconcileApplication'), 1, 'a reported failure is not retried');
+    assert.match((await stateUntil(run.handle, (st) => st.phase === 'Failed')).message ?? '', /must not be empty/);
+    await change(run);
+    await run.r.until('second pass', (r) => r.count('reconcileApplication') === 2);
+    assert.match((await stateUntil(run.handle, (st) => st.message === 'Deployment refused')).phase ?? '', /Failed/);
+    await change(run);
+    await stateUntil(run.handle, (st) => st.phase === 'Running');
+    assert.equal(run.r.count('reconcileApplication'), 3);
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('any other reconcile failure is retried by Temporal until it passes', async () => {
+    const run = await startApp({ fail: { reconcileApplication: (n) => (n < 2 ? new Error('API server unavailable') : undefined) } });
+    await stateUntil(run.handle, (st) => st.phase === 'Running');
+    assert.equal(run.r.count('reconcileApplication'), 3, 'two failed attempts, then the pass');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('continues as new before the history grows, carrying the pass count', async () => {
+    const run = await startApp({}, { maxHistoryEvents: 40 });
+    await run.r.until('pass 1', (r) => r.count('reconcileApplication') === 1);
+    for (let i = 0; i < 6; i++) {
+      await change(run);
+      await run.r.until(`pass ${i + 2}`, (r) => r.count('reconcileApplication') >= i + 2);
+    }
+    const firstRun = await tier.client.workflow.getHandle(run.handle.workflowId, run.handle.signaledRunId).describe();
+    assert.equal(firstRun.status.name, 'CONTINUED_AS_NEW');
+    const latest = tier.client.workflow.getHandle(run.handle.workflowId);
+    await stateUntil(latest, (st) => st.passes >= 7);
+    await latest.terminate('done');
+    await tier.replay(tier.client.workflow.getHandle(run.handle.workflowId, run.handle.signaledRunId));
+  });
+});

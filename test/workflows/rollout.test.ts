@@ -1,0 +1,211 @@
+// The canary rollout workflow's decisions, scenario by scenario, on a real worker with scripted activities.
+// Every scenario's history is replayed at the end of it.
+import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { FailureType } from '../../api/constants.ts';
+import { controlSignals, controlUpdates, rolloutQuery, rolloutWorkflowType, type ControlAction, type RolloutResult } from '../../workflows/contract.ts';
+import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
+import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
+import { WorkflowTier, failure, plan, sleep, type Recorder, type Script } from './stubs.ts';
+
+const tier = new WorkflowTier();
+
+interface Run {
+  handle: WorkflowHandle<typeof canaryRolloutWorkflow>;
+  r: Recorder;
+  result: () => Promise<RolloutResult>;
+}
+
+async function start(p: RolloutPlan, script: Script = {}): Promise<Run> {
+  const { namespace, recorder } = tier.scenario(script);
+  const handle = await tier.client.workflow.start<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
+    taskQueue: tier.taskQueue, workflowId: `application/${namespace}/app/canary`, args: [{ namespace, name: 'app', plan: p }],
+  });
+  return { handle, r: recorder, result: () => handle.result() };
+}
+
+/** Waits for the result, replays the history, and checks the routing rule held throughout. */
+async function finish(run: Run): Promise<RolloutResult> {
+  const result = await run.result();
+  await tier.replay(run.handle);
+  assert.deepEqual(run.r.violations, [], 'never routed to a canary without a ready replica');
+  return result;
+}
+
+const control = (run: Run, action: ControlAction, by = 'tester', reason?: string) =>
+  run.handle.executeUpdate(controlUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
+
+const paused = (r: Recorder) => r.last()?.phase === 'Paused';
+
+describe('canary rollout workflow', { concurrency: true }, () => {
+  before(() => tier.start());
+  after(() => tier.stop());
+
+  it('walks the steps, routing only after a passing gate, and promotes in order', async () => {
+    const run = await start(plan());
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted');
+    assert.deepEqual(run.r.weights(), [20, 60, 0]);
+    assert.deepEqual(run.r.phases(), ['Progressing', 'Paused', 'Progressing', 'Promoting', 'Promoted']);
+    const order = run.r.names().filter((n) => !['canaryHealth', 'writeCanaryStatus'].includes(n));
+    assert.deepEqual(order, ['prepareCanary', 'setCanaryWeight', 'setCanaryWeight', 'promoteStable', 'stableRolledOut', 'setCanaryWeight', 'removeCanary', 'finishCanarySpec']);
+  });
+
+  it('a timed pause does not count against the progress deadline', async () => {
+    // The pause is longer than the whole deadline; what is not pause stays well inside it, even on a loaded machine.
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 12_000 }], progressDeadlineMs: 10_000 }));
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted', result.message);
+  });
+
+  it('the progress deadline rolls back a canary that never gets ready', async () => {
+    const run = await start(plan({ progressDeadlineMs: 800, gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 1000 } }), {
+      health: () => ({ readyReplicas: 0 }),
+    });
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.match(result.message, /progress deadline of 1 s exceeded/);
+    assert.deepEqual(run.r.weights(), [], 'no traffic ever moved');
+    assert.equal(run.r.count('removeCanary'), 1, 'compensated');
+  });
+
+  it('failureThreshold failed gates in a row roll back, saying why', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }] }), { health: (n) => (n < 2 ? {} : { restarts: 9 }) });
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.match(result.message, /health gate failed 3 times in a row: canary containers restarted 9 times/);
+    assert.deepEqual(run.r.phases().slice(-2), ['Aborting', 'RolledBack']);
+    assert.equal(run.r.count('removeCanary'), 1);
+  });
+
+  it('a gate that recovers resets the count and the rollout goes on', async () => {
+    // Two failures, a pass, two failures: never three in a row.
+    const run = await start(plan(), { health: (n) => ([1, 2, 4, 5].includes(n) ? { readyReplicas: 1, restarts: 5 } : {}) });
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted', result.message);
+  });
+
+  it('holds the weight at 0 until a canary replica is ready', async () => {
+    const run = await start(plan({ gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 20 } }), {
+      health: (n) => (n < 6 ? { readyReplicas: 0 } : {}),
+    });
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted');
+    const firstRoute = run.r.calls.findIndex((c) => c.name === 'setCanaryWeight');
+    const checksBefore = run.r.calls.slice(0, firstRoute).filter((c) => c.name === 'canaryHealth').length;
+    assert.ok(checksBefore >= 7, `routed after ${checksBefore} checks`);
+  });
+
+  it('drops traffic to 0 at once when the canary loses its ready replicas, and restores it when they are back', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }, { kind: 'pause', ms: null }], gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 50 } }), {
+      health: (n) => (n >= 3 && n < 6 ? { readyReplicas: 0 } : {}),
+    });
+    await run.r.until('dropped to 0 and back', (r) => r.weights().join() === '30,0,30');
+    await control(run, 'promote');
+    assert.equal((await finish(run)).phase, 'Promoted');
+  });
+
+  it('a pause requested during a timed pause holds the rollout after the timer until resumed', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 400 }, { kind: 'weight', weight: 50 }] }));
+    await run.r.until('in the timed pause', paused);
+    await control(run, 'pause');
+    await sleep(1000);
+    const held = await run.handle.query(rolloutQuery);
+    assert.equal(held?.pausedByUser, true);
+    assert.equal(held?.phase, 'Paused');
+    assert.deepEqual(run.r.weights(), [10], 'no step after the timed pause ran while paused');
+    await control(run, 'resume');
+    assert.equal((await finish(run)).phase, 'Promoted');
+    assert.deepEqual(run.r.weights(), [10, 50, 0]);
+  });
+
+  it('promote while paused skips the remaining steps', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }, { kind: 'weight', weight: 90 }] }));
+    await run.r.until('paused', paused);
+    const state = await control(run, 'promote', 'ann');
+    assert.equal(state.phase, 'Paused', 'the update answers with the state it was accepted in');
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted');
+    assert.match(result.message, /by ann/);
+    assert.deepEqual(run.r.weights(), [10, 0], 'the 90% step never ran');
+  });
+
+  it('abort during promote restores the stable image, then removes the canary', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { stableDoneAt: 1_000_000 });
+    await run.r.until('promoting', (r) => r.count('stableRolledOut') >= 2);
+    await control(run, 'abort', 'bob', 'stable is slow');
+    const result = await finish(run);
+    assert.equal(result.phase, 'Aborted');
+    assert.match(result.message, /aborted by bob: stable is slow/);
+    const undo = run.r.names().filter((n) => n === 'restoreStableImage' || n === 'removeCanary');
+    assert.deepEqual(undo, ['restoreStableImage', 'removeCanary'], 'undos run in reverse order of their steps');
+  });
+
+  it('cancellation compensates under a non-cancellable scope, then the workflow ends cancelled', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 40 }, { kind: 'pause', ms: null }] }));
+    await run.r.until('paused', paused);
+    await run.handle.cancel();
+    await assert.rejects(run.result(), (err: unknown) => err instanceof WorkflowFailedError);
+    await tier.replay(run.handle);
+    assert.equal(run.r.count('removeCanary'), 1);
+    assert.equal(run.r.last()?.phase, 'RolledBack');
+    assert.match(run.r.last()?.message ?? '', /the rollout was cancelled/);
+  });
+
+  for (const path of ['signal', 'update'] as const) {
+    it(`control by ${path}: pause, resume and promote reach the same end`, async () => {
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 25 }, { kind: 'pause', ms: null }, { kind: 'weight', weight: 50 }, { kind: 'pause', ms: null }] }));
+      await run.r.until('paused at 25%', paused);
+      const send = async (action: ControlAction) => {
+        if (path === 'signal') await run.handle.signal(controlSignals[action], { by: 'carol' });
+        else await control(run, action, 'carol');
+      };
+      const pausedByUser = async (want: boolean) => {
+        for (let i = 0; i < 200 && (await run.handle.query(rolloutQuery))?.pausedByUser !== want; i++) await sleep(20);
+      };
+      await send('pause');
+      await pausedByUser(true);
+      await send('resume');
+      await run.r.until('paused at 50%', (r) => r.weights().join() === '25,50' && paused(r));
+      await send('promote');
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      assert.equal(result.message, 'stable runs app:v2; all traffic on stable, canary removed by carol');
+      assert.deepEqual(run.r.weights(), [25, 50, 0]);
+    });
+  }
+
+  it('update validators refuse with messages, and a refused update changes nothing', async () => {
+    const refused = (pattern: RegExp) => (e: unknown) => e instanceof WorkflowUpdateFailedError && pattern.test(e.cause?.message ?? '');
+    // Waiting for a ready replica that never comes: Progressing, not paused.
+    const run = await start(plan({ gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 1000 } }), { health: () => ({ readyReplicas: 0 }) });
+    await run.r.until('waiting for a ready replica', (r) => /waiting for 1 ready canary replica/.test(r.last()?.message ?? ''));
+    await assert.rejects(control(run, 'resume'), refused(/the rollout is not paused/));
+    assert.equal((await run.handle.query(rolloutQuery))?.pausedByUser, false);
+    await control(run, 'pause');
+    await assert.rejects(control(run, 'pause'), refused(/already paused/));
+    await control(run, 'abort', 'dan');
+    await assert.rejects(control(run, 'abort'), refused(/already being aborted/));
+    await assert.rejects(control(run, 'promote'), refused(/being aborted/));
+    const result = await finish(run);
+    assert.equal(result.phase, 'Aborted');
+    assert.equal(run.r.count('promoteStable'), 0);
+  });
+
+  it('CanaryNotReady from the routing activity rolls back with its type in the reason', async () => {
+    const run = await start(plan(), { fail: { setCanaryWeight: (n) => (n === 0 ? failure(FailureType.CanaryNotReady, 'refusing to route 20% to a canary with 0 ready replicas') : undefined) } });
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.match(result.message, /CanaryNotReady: refusing to route 20%/);
+    assert.equal(run.r.count('removeCanary'), 1);
+  });
+
+  it('Superseded at promote (the spec changed meanwhile) rolls back instead of promoting a stale canary', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { fail: { promoteStable: () => failure(FailureType.Superseded) } });
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.match(result.message, /Superseded/);
+    assert.equal(run.r.count('restoreStableImage'), 0, 'the stable image was never changed, so not restored');
+  });
+});

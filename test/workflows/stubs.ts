@@ -1,0 +1,187 @@
+// The workflow test tier: the real workflow code on a real Worker against the run's Temporal dev server, with the
+// activities replaced by recording stubs that answer from a script. No Kubernetes: the subject is the workflows'
+// logic (timers, signals, updates, compensation); the end-to-end tests stay the proof of the features.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Activities } from '../../activities/index.ts';
+import type { CanaryHealth, CanaryStatusInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
+import { eventually } from '../../lib/poll.ts';
+import { testEnv, workflowBundle } from '../../testkit/env.ts';
+import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
+
+/** What a scenario's stubs answer. */
+export interface Script {
+  /** The canary's health at the n-th check (0-based); default: 1 of 1 replicas ready. */
+  health?: (n: number) => Partial<CanaryHealth>;
+  /** stableRolledOut says done from this call on (0-based; default 0). */
+  stableDoneAt?: number;
+  /** The n-th reconcile pass's answer (0-based); default: a Running app without a canary. */
+  reconcile?: (n: number, input: ReconcileInput) => Partial<ReconcileResult> | Error;
+  /** Makes an activity fail: return an error to throw on its n-th call. */
+  fail?: Partial<Record<keyof Activities, (n: number) => Error | undefined>>;
+}
+
+export interface Call {
+  name: keyof Activities;
+  input: Record<string, unknown>;
+  /** The workflow that called it. */
+  workflowId: string;
+  at: number;
+}
+
+/** Everything one scenario's activities were asked, in order. */
+export class Recorder {
+  readonly calls: Call[] = [];
+  readonly statuses: CanaryStatusInput['status'][] = [];
+  /** Breaches of the rule that no traffic goes to a canary without a ready replica. */
+  readonly violations: string[] = [];
+  readonly script: Script;
+  private ready = 1;
+
+  constructor(script: Script) {
+    this.script = script;
+  }
+
+  count(name: keyof Activities): number {
+    return this.calls.filter((c) => c.name === name).length;
+  }
+
+  names(): string[] {
+    return this.calls.map((c) => c.name);
+  }
+
+  phases(): string[] {
+    return this.statuses.map((s) => s.phase).filter((p, i, all) => i === 0 || all[i - 1] !== p);
+  }
+
+  /** Weights the rollout routed, in order. */
+  weights(): number[] {
+    return this.calls.filter((c) => c.name === 'setCanaryWeight').map((c) => c.input['weight'] as number);
+  }
+
+  last(): CanaryStatusInput['status'] | undefined {
+    return this.statuses.at(-1);
+  }
+
+  /** Waits until the scenario's recorded state satisfies `ok`. */
+  async until(what: string, ok: (r: Recorder) => boolean, timeoutMs = 20_000): Promise<void> {
+    await eventually(what, () => Promise.resolve(ok(this) ? true : undefined), { timeoutMs, intervalMs: 20 });
+  }
+
+  /** The stub activities' answer to one call. */
+  answer(name: keyof Activities, input: Record<string, unknown>): unknown {
+    const n = this.count(name);
+    let workflowId = '';
+    try {
+      workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
+    } catch {
+      // not in an activity
+    }
+    this.calls.push({ name, input, workflowId, at: Date.now() });
+    const failure = this.script.fail?.[name]?.(n);
+    if (failure) throw failure;
+    switch (name) {
+      case 'canaryHealth': {
+        const h: CanaryHealth = { exists: true, readyReplicas: 1, desiredReplicas: 1, restarts: 0, ...this.script.health?.(n) };
+        this.ready = h.readyReplicas;
+        return h;
+      }
+      case 'setCanaryWeight': {
+        const weight = input['weight'] as number;
+        if (weight > 0 && this.ready === 0) this.violations.push(`routed ${weight}% while the last health check saw 0 ready replicas`);
+        return { stable: 100 - weight, canary: weight, total: 100 };
+      }
+      case 'stableRolledOut':
+        return { done: n >= (this.script.stableDoneAt ?? 0), message: `stable rolling out (poll ${n})` };
+      case 'writeCanaryStatus':
+        this.statuses.push((input as unknown as CanaryStatusInput).status);
+        return undefined;
+      case 'reconcileApplication': {
+        const r = this.script.reconcile?.(n, input as unknown as ReconcileInput) ?? {};
+        if (r instanceof Error) throw r;
+        return { outcome: 'reconciled', uid: 'uid-1', generation: 1, phase: 'Running', message: '1/1 replicas available', ...r } satisfies ReconcileResult;
+      }
+      case 'finalizeApplication':
+        return { removed: ['Deployment/app'], finalizerReleased: true } satisfies FinalizeResult;
+      default:
+        return undefined;
+    }
+  }
+}
+
+const activityNames: (keyof Activities)[] = [
+  'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'canaryHealth', 'setCanaryWeight', 'removeCanary',
+  'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus',
+];
+
+/** A non-retryable activity failure of a type, as the real activities raise them. */
+export const failure = (type: string, message = `${type} (scripted)`) => ApplicationFailure.nonRetryable(message, type);
+
+/**
+ * One Worker for a test file, polling its own task queue; every scenario gets its own namespace, and the stub
+ * activities find the scenario's Recorder by the namespace in their input.
+ */
+export class WorkflowTier {
+  readonly taskQueue = `wf-tier-${randomUUID()}`;
+  client!: Client;
+  private connection!: Connection;
+  private native!: NativeConnection;
+  private worker!: Worker;
+  private running!: Promise<void>;
+  private readonly scenarios = new Map<string, Recorder>();
+
+  async start(): Promise<void> {
+    const env = await testEnv();
+    this.native = await NativeConnection.connect({ address: env.temporalAddress });
+    this.connection = await Connection.connect({ address: env.temporalAddress });
+    this.client = new Client({ connection: this.connection, namespace: env.temporalNamespace });
+    const activities = Object.fromEntries(activityNames.map((name) => [name, (input: Record<string, unknown>) => {
+      const r = this.scenarios.get(input['namespace'] as string);
+      if (!r) throw ApplicationFailure.nonRetryable(`no scenario for namespace ${String(input['namespace'])}`, 'NoScenario');
+      return Promise.resolve(r.answer(name, input));
+    }]));
+    this.worker = await Worker.create({
+      connection: this.native, namespace: env.temporalNamespace, taskQueue: this.taskQueue, workflowBundle: await workflowBundle(), activities,
+      // Scenarios run side by side; evicting cached runs now and then also exercises replay.
+      maxCachedWorkflows: 50,
+    });
+    this.running = this.worker.run();
+  }
+
+  async stop(): Promise<void> {
+    this.worker.shutdown();
+    await this.running;
+    await this.connection.close();
+    await this.native.close();
+  }
+
+  /** A fresh scenario: its namespace, its recorder. */
+  scenario(script: Script = {}): { namespace: string; recorder: Recorder } {
+    const namespace = `wf-${randomUUID().slice(0, 8)}`;
+    const recorder = new Recorder(script);
+    this.scenarios.set(namespace, recorder);
+    return { namespace, recorder };
+  }
+
+  /** Replays a finished workflow's history with the same bundle: throws on any non-determinism. */
+  async replay(handle: WorkflowHandle): Promise<void> {
+    const history = await handle.fetchHistory();
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, handle.workflowId);
+  }
+}
+
+/** A plan with millisecond timings: gates every 100 ms, three failures roll back, a generous deadline. */
+export function plan(over: Partial<RolloutPlan> = {}): RolloutPlan {
+  return {
+    key: 'v2|app:v2', version: 'v2', image: 'app:v2', stableImage: 'app:v1',
+    steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 300 }, { kind: 'weight', weight: 60 }],
+    gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 3 },
+    progressDeadlineMs: 60_000,
+    ...over,
+  };
+}
+
+export { sleep };
