@@ -1,6 +1,6 @@
 // Encrypts every payload (workflow and activity inputs and results, signals, queries, heartbeats, memos) before it
-// leaves the process, so the Temporal server and its database only ever hold ciphertext (SPEC §5: nothing secret in
-// workflow history in clear). The wire format is that of Temporal's encryption samples (a serialized Payload,
+// leaves the process, so the Temporal server and its database only ever hold ciphertext (nothing secret in workflow
+// history in clear). The wire format is that of Temporal's encryption samples (a serialized Payload,
 // AES-256-GCM, IV first; metadata `encoding: binary/encrypted` and `encryption-key-id`), so their codec server can
 // decrypt for the Temporal UI with the same keys.
 import { METADATA_ENCODING_KEY, type Payload, type PayloadCodec } from '@temporalio/common';

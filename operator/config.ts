@@ -65,7 +65,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--workflow-bundle <path>', 'prebuilt workflow bundle (default: bundle at start)').env('WORKFLOW_BUNDLE_PATH'))
     .addOption(new Option('--metrics-addr <host:port>', 'address of /metrics, /healthz and /readyz').env('METRICS_ADDR').default('127.0.0.1:9464'))
     .addOption(new Option('--log-level <level>', 'trace, debug, info, warn or error').env('LOG_LEVEL').default('info'))
-    .addOption(new Option('--max-concurrent-activities <n>', 'reconciles running at once per worker (SPEC: 10)').env('MAX_CONCURRENT_ACTIVITIES').argParser(int).default(10))
+    .addOption(new Option('--max-concurrent-activities <n>', 'reconciles running at once per worker').env('MAX_CONCURRENT_ACTIVITIES').argParser(int).default(10))
     .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow tasks at once per worker').env('MAX_CONCURRENT_WORKFLOW_TASKS').argParser(int).default(20))
     .addOption(new Option('--max-cached-workflows <n>', 'workflows kept in memory between tasks (memory bound; evicted ones replay their history)').env('MAX_CACHED_WORKFLOWS').argParser(int).default(200))
     .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))

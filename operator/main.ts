@@ -44,7 +44,7 @@ async function registerSearchAttributes(cfg: OperatorConfig, log: Logger): Promi
     const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: cfg.temporalNamespace });
     const missing = searchAttributeKeys.filter((k) => !(k.name in (customAttributes ?? {})));
     if (missing.length === 0) return;
-    // 2 = INDEXED_VALUE_TYPE_KEYWORD (the proto enum is CommonJS-only, see the SDK notes in docs/).
+    // 2 = INDEXED_VALUE_TYPE_KEYWORD: the proto enum lives in a CommonJS-only module that this ESM code cannot import by name.
     await connection.operatorService.addSearchAttributes({
       namespace: cfg.temporalNamespace,
       searchAttributes: Object.fromEntries(missing.map((k) => [k.name, 2])),

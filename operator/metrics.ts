@@ -1,6 +1,6 @@
 import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
-/** The operator's Prometheus metrics (SPEC §5); the Temporal worker's own are appended on /metrics. */
+/** The operator's Prometheus metrics (the README's Operations section lists them); the Temporal worker's own are appended on /metrics. */
 export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'application_operator_process_' });

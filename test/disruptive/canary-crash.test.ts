@@ -5,8 +5,9 @@ import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { startServer, stopServer } from '../../stack/stack.ts';
 import { control } from '../../client/control.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, temporalClient, testNamespace, waitForObject, type Json } from '../../testkit/apps.ts';
 import { readRouteWeights } from '../../render/istio.ts';
+import { assertPromoted } from '../../testkit/canary.ts';
 import { recordRoutes } from '../../testkit/routes.ts';
 import { ownStack } from '../../testkit/env.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
@@ -20,19 +21,6 @@ const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, na
 
 async function canaryPhase(ns: string, name: string): Promise<Json | undefined> {
   return (await getApp(ns, name))?.status?.canary;
-}
-
-async function assertPromoted(ns: string, name: string, image: string): Promise<void> {
-  const app = await waitForObject(`${name} promoted`, () => getApp(ns, name), (a) => a?.status?.canary?.phase === 'Promoted', 120_000);
-  assert.equal(app!.spec.image, image);
-  assert.equal(app!.spec.serviceMesh.canary.enabled, false);
-  await waitForObject(`${name}-canary removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
-  const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns, name);
-  assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100 });
-  const dr = await getObject('networking.istio.io/v1', 'DestinationRule', ns, name);
-  assert.deepEqual(dr!.spec.subsets.map((s: Json) => s.name), ['stable']);
-  assert.equal((await getDeployment(ns, name))!.spec.template.spec.containers[0].image, image);
-  await waitForPhase(ns, name, 'Running');
 }
 
 describe('rollouts survive crashes', () => {

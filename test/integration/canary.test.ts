@@ -6,8 +6,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
 import { control } from '../../client/control.ts';
 import { applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
-import { readRouteWeights } from '../../render/istio.ts';
+import { appManifest, closeTemporal, getApp, getDeployment, kube, temporalClient, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { assertSteadyState, destinationRule, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { recordRoutes } from '../../testkit/routes.ts';
 import { workflowBundle } from '../../testkit/env.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
@@ -19,25 +19,7 @@ const meshApp = (ns: string, name: string, canary?: Json) => appManifest(ns, nam
   image: 'nginx:1.25', replicas: 2,
   serviceMesh: { enabled: true, ...(canary ? { canary: { healthGates: gates, ...canary } } : {}) },
 });
-const vsOf = (ns: string, name: string) => getObject('networking.istio.io/v1', 'VirtualService', ns, name);
-const drOf = (ns: string, name: string) => getObject('networking.istio.io/v1', 'DestinationRule', ns, name);
-
-async function waitWeights(ns: string, name: string, canary: number): Promise<void> {
-  await waitForObject(`${name} VirtualService at canary ${canary}%`, () => vsOf(ns, name), (vs) => readRouteWeights(vs)?.canary === canary && readRouteWeights(vs)?.stable === 100 - canary);
-}
-
-async function waitCanaryPhase(ns: string, name: string, phase: string, timeoutMs = 90_000): Promise<Json> {
-  return (await waitForObject(`${name} canary phase ${phase}`, () => getApp(ns, name), (a) => a?.status?.canary?.phase === phase, timeoutMs))!;
-}
-
-/** The steady state after a rollout ends: all traffic on stable, no canary subset, no canary Deployment. */
-async function assertSteadyState(ns: string, name: string): Promise<void> {
-  await waitForObject(`${name}-canary Deployment removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
-  const vs = await vsOf(ns, name);
-  assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100 }, 'read back: all traffic on stable');
-  const dr = await drOf(ns, name);
-  assert.deepEqual(dr!.spec.subsets.map((s: Json) => s.name), ['stable']);
-}
+const drOf = destinationRule;
 
 describe('canary rollouts', () => {
   let ns: { name: string; cleanup: () => Promise<void> };
