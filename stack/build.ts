@@ -76,6 +76,15 @@ async function moduleDir(module: string, version: string, log: Logger): Promise<
   return info.Dir;
 }
 
+/** `go install pkg@version` into a staging folder renamed to outDir once complete, so a killed build never looks cached. */
+async function goInstall(pkg: string, outDir: string, ldflags: string, log: Logger): Promise<void> {
+  const staging = `${outDir}.tmp`;
+  await rm(staging, { recursive: true, force: true });
+  await run('go', ['install', ...(ldflags ? ['-ldflags', ldflags] : []), pkg], { env: { GOBIN: staging } }, log);
+  await rm(outDir, { recursive: true, force: true });
+  await rename(staging, outDir);
+}
+
 function components(): Component[] {
   const root = cacheRoot();
   const paths = artifactPaths(root);
@@ -84,11 +93,7 @@ function components(): Component[] {
       name: `temporal CLI ${versions.temporalCli} (dev server + UI)`,
       outputs: [paths.temporal],
       async build(log) {
-        const staging = `${dirname(paths.temporal)}.tmp`;
-        await rm(staging, { recursive: true, force: true });
-        await run('go', ['install', `github.com/temporalio/cli/cmd/temporal@${versions.temporalCli}`], { env: { GOBIN: staging } }, log);
-        await rm(dirname(paths.temporal), { recursive: true, force: true });
-        await rename(staging, dirname(paths.temporal));
+        await goInstall(`github.com/temporalio/cli/cmd/temporal@${versions.temporalCli}`, dirname(paths.temporal), '', log);
       },
     },
     {
