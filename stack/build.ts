@@ -169,6 +169,15 @@ function components(): Component[] {
         await rename(staging, out);
       },
     },
+    {
+      name: `helm ${versions.helm}`,
+      outputs: [paths.helm],
+      async build(log) {
+        // Helm's source says only "v4.3"; its release build sets the full version the same way.
+        const ldflags = `-s -w -X helm.sh/helm/v4/internal/version.version=${versions.helm}`;
+        await goInstall(`helm.sh/helm/v4/cmd/helm@${versions.helm}`, dirname(paths.helm), ldflags, log);
+      },
+    },
   ];
 }
 

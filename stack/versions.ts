@@ -9,6 +9,7 @@ export const versions = {
   kubernetesStaging: 'v0.35.4',
   kwok: 'v0.8.0',
   istioApi: 'v1.32.0',
+  helm: 'v4.3.1',
 } as const;
 
 /** Where built binaries are cached, outside the repo, keyed by version. */
@@ -30,7 +31,9 @@ export function artifactPaths(root = cacheRoot()) {
     kwok: join(root, `kwok-${versions.kwok}`, 'kwok'),
     kwokStages: join(root, `kwok-${versions.kwok}`, 'stages'),
     istioCrds: join(root, `istio-api-${versions.istioApi}`, 'networking-crds.yaml'),
+    helm: join(root, `helm-${versions.helm}`, 'helm'),
   };
 }
 
 export type ArtifactPaths = ReturnType<typeof artifactPaths>;
+
