@@ -3,7 +3,7 @@ import { createWriteStream } from 'node:fs';
 import { access, mkdir, readFile, rename, rm, writeFile, copyFile, readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { artifactPaths, cacheRoot, versions } from './versions.ts';
+import { artifactPaths, cacheRoot, prometheusRelease, versions } from './versions.ts';
 
 const kubernetesStagingModules = [
   'api', 'apiextensions-apiserver', 'apimachinery', 'apiserver', 'cli-runtime', 'client-go', 'cloud-provider',
@@ -167,6 +167,15 @@ function components(): Component[] {
         await run('go', ['build', '-ldflags', ldflags, '-o', `${staging}/`, ...kubernetesCommands.map((c) => `k8s.io/kubernetes/cmd/${c}`)], { cwd: src }, log);
         await rm(out, { recursive: true, force: true });
         await rename(staging, out);
+      },
+    },
+    {
+      name: `prometheus ${versions.prometheus} (Prometheus ${prometheusRelease()})`,
+      outputs: [paths.prometheus],
+      async build(log) {
+        // A module build has no release ldflags; without this the binary and /api/v1/status/buildinfo report no version.
+        const ldflags = `-s -w -X github.com/prometheus/common/version.Version=${prometheusRelease()}`;
+        await goInstall(`github.com/prometheus/prometheus/cmd/prometheus@${versions.prometheus}`, dirname(paths.prometheus), ldflags, log);
       },
     },
     {
