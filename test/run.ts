@@ -53,6 +53,7 @@ async function main(): Promise<number> {
         KUBECONFIG: stack.info.kubeconfig,
         TEMPORAL_ADDRESS: stack.info.temporalAddress,
         TEMPORAL_NAMESPACE: stack.info.temporalNamespace,
+        PROMETHEUS_ADDRESS: stack.info.prometheusUrl,
         WORKFLOW_BUNDLE_PATH: bundlePath,
       });
     }
