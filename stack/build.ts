@@ -3,7 +3,7 @@ import { createWriteStream } from 'node:fs';
 import { access, mkdir, readFile, rename, rm, writeFile, copyFile, readdir } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { artifactPaths, cacheRoot, versions } from './versions.ts';
+import { artifactPaths, cacheRoot, prometheusRelease, versions } from './versions.ts';
 
 const kubernetesStagingModules = [
   'api', 'apiextensions-apiserver', 'apimachinery', 'apiserver', 'cli-runtime', 'client-go', 'cloud-provider',
@@ -76,6 +76,15 @@ async function moduleDir(module: string, version: string, log: Logger): Promise<
   return info.Dir;
 }
 
+/** `go install pkg@version` into a staging folder renamed to outDir once complete, so a killed build never looks cached. */
+async function goInstall(pkg: string, outDir: string, ldflags: string, log: Logger): Promise<void> {
+  const staging = `${outDir}.tmp`;
+  await rm(staging, { recursive: true, force: true });
+  await run('go', ['install', ...(ldflags ? ['-ldflags', ldflags] : []), pkg], { env: { GOBIN: staging } }, log);
+  await rm(outDir, { recursive: true, force: true });
+  await rename(staging, outDir);
+}
+
 function components(): Component[] {
   const root = cacheRoot();
   const paths = artifactPaths(root);
@@ -84,11 +93,7 @@ function components(): Component[] {
       name: `temporal CLI ${versions.temporalCli} (dev server + UI)`,
       outputs: [paths.temporal],
       async build(log) {
-        const staging = `${dirname(paths.temporal)}.tmp`;
-        await rm(staging, { recursive: true, force: true });
-        await run('go', ['install', `github.com/temporalio/cli/cmd/temporal@${versions.temporalCli}`], { env: { GOBIN: staging } }, log);
-        await rm(dirname(paths.temporal), { recursive: true, force: true });
-        await rename(staging, dirname(paths.temporal));
+        await goInstall(`github.com/temporalio/cli/cmd/temporal@${versions.temporalCli}`, dirname(paths.temporal), '', log);
       },
     },
     {
@@ -162,6 +167,24 @@ function components(): Component[] {
         await run('go', ['build', '-ldflags', ldflags, '-o', `${staging}/`, ...kubernetesCommands.map((c) => `k8s.io/kubernetes/cmd/${c}`)], { cwd: src }, log);
         await rm(out, { recursive: true, force: true });
         await rename(staging, out);
+      },
+    },
+    {
+      name: `prometheus ${versions.prometheus} (Prometheus ${prometheusRelease()})`,
+      outputs: [paths.prometheus],
+      async build(log) {
+        // A module build has no release ldflags; without this the binary and /api/v1/status/buildinfo report no version.
+        const ldflags = `-s -w -X github.com/prometheus/common/version.Version=${prometheusRelease()}`;
+        await goInstall(`github.com/prometheus/prometheus/cmd/prometheus@${versions.prometheus}`, dirname(paths.prometheus), ldflags, log);
+      },
+    },
+    {
+      name: `helm ${versions.helm}`,
+      outputs: [paths.helm],
+      async build(log) {
+        // Helm's source says only "v4.3"; its release build sets the full version the same way.
+        const ldflags = `-s -w -X helm.sh/helm/v4/internal/version.version=${versions.helm}`;
+        await goInstall(`helm.sh/helm/v4/cmd/helm@${versions.helm}`, dirname(paths.helm), ldflags, log);
       },
     },
   ];

@@ -7,7 +7,7 @@ import { down, envLines, readStack, status, up } from './stack.ts';
 const defaultStateDir = process.env['STACK_STATE_DIR'] ?? resolve(import.meta.dirname, '..', '.state', 'stack');
 
 const program = new Command('stack')
-  .description('Builds, starts and stops the local stack: etcd, kube-apiserver, controller-manager, scheduler, kwok and the Temporal dev server, all on 127.0.0.1')
+  .description('Builds, starts and stops the local stack: etcd, kube-apiserver, controller-manager, scheduler, kwok, the Temporal dev server and Prometheus, all on 127.0.0.1')
   .option('--state-dir <dir>', 'where the stack keeps its data, logs, pids and kubeconfig', defaultStateDir);
 
 const stateDir = () => program.opts<{ stateDir: string }>().stateDir;
@@ -27,7 +27,7 @@ program.command('up')
   .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number }) => {
     await buildAll();
     const info = await up({ stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs });
-    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}`);
+    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}\nPrometheus: ${info.prometheusUrl}`);
   });
 
 program.command('down')
@@ -59,7 +59,7 @@ program.command('demo')
   });
 
 program.command('env')
-  .description('print KUBECONFIG / TEMPORAL_ADDRESS / UI URL to export')
+  .description('print KUBECONFIG / TEMPORAL_ADDRESS / UI URL / PROMETHEUS_ADDRESS to export')
   .action(async () => {
     const info = await readStack(stateDir());
     if (!info) throw new Error(`no stack in ${stateDir()}; run: npm run stack -- up`);

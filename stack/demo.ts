@@ -6,10 +6,11 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildAll } from './build.ts';
 import { isAlive, stopPid } from './processes.ts';
-import { envLines, kubectl, up, type StackInfo } from './stack.ts';
+import { addScrapeTarget, envLines, kubectl, up, type StackInfo } from './stack.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const operatorPidFile = (info: StackInfo) => join(info.stateDir, 'operator.pid');
+const operatorMetrics = '127.0.0.1:29464';
 const nodeBin = process.execPath;
 
 /** Starts the operator detached (so it keeps running after the demo command returns), replacing an earlier one. */
@@ -21,14 +22,14 @@ async function startOperator(info: StackInfo): Promise<{ pid: number; log: strin
   const child = spawn(nodeBin, [
     join(root, 'bin', 'application-operator.ts'), 'run',
     `--kubeconfig=${info.kubeconfig}`, `--temporal-address=${info.temporalAddress}`, `--temporal-ui-url=${info.temporalUiUrl}`,
-    '--metrics-addr=127.0.0.1:29464',
+    `--metrics-addr=${operatorMetrics}`,
   ], { detached: true, stdio: ['ignore', fd, fd], cwd: root });
   closeSync(fd);
   child.unref();
   if (!child.pid) throw new Error('could not start the operator');
   await writeFile(operatorPidFile(info), String(child.pid));
   for (let i = 0; i < 120; i++) {
-    const ok = await fetch('http://127.0.0.1:29464/readyz').then((r) => r.ok, () => false);
+    const ok = await fetch(`http://${operatorMetrics}/readyz`).then((r) => r.ok, () => false);
     if (ok) return { pid: child.pid, log };
     if (!isAlive(child.pid)) throw new Error(`the operator exited; see ${log}`);
     await sleep(500);
@@ -47,7 +48,9 @@ export async function demo(stateDir: string): Promise<void> {
   await buildAll();
   const info = await up({ stateDir });
   const op = await startOperator(info);
-  console.log(`operator running (pid ${op.pid}, log ${op.log}, metrics http://127.0.0.1:29464/metrics)`);
+  console.log(`operator running (pid ${op.pid}, log ${op.log}, metrics http://${operatorMetrics}/metrics)`);
+  // The stack's Prometheus keeps the operator's metrics, so the demo's rollout can be graphed and queried.
+  await addScrapeTarget(info, { job: 'application-operator', targets: [operatorMetrics] });
   await kubectl(info, ['apply', '-f', join(root, 'samples', 'demo-app.yaml')]);
   console.log('applied samples/demo-app.yaml; waiting for phase Running...');
   let phase = '';
@@ -59,5 +62,5 @@ export async function demo(stateDir: string): Promise<void> {
   console.log(await kubectl(info, ['get', 'application', 'demo-app', '-o', 'wide']));
   console.log(await kubectl(info, ['get', 'deployment,service,hpa,virtualservice,destinationrule', '-l', 'app.kubernetes.io/name=demo-app']));
   const wf = (await kubectl(info, ['get', 'application', 'demo-app', '-o', 'jsonpath={.status.temporalUI}'])).trim();
-  console.log(`Temporal UI: ${info.temporalUiUrl}\nThis app's workflow: ${wf}\n\nTo use kubectl and the CLI against the stack:\n${envLines(info)}\n\nStop everything: npm run stack -- down`);
+  console.log(`Temporal UI: ${info.temporalUiUrl}\nThis app's workflow: ${wf}\nOperator metrics in Prometheus: ${info.prometheusUrl} (job="application-operator")\n\nTo use kubectl and the CLI against the stack:\n${envLines(info)}\n\nStop everything: npm run stack -- down`);
 }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
 import { request as httpRequest } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
@@ -27,16 +27,17 @@ export interface StackPorts {
   temporalUi: number;
   temporalHttp: number;
   temporalMetrics: number;
+  prometheus: number;
 }
 
 /** The fixed ports of `npm run stack -- up` (tests take free ones instead). */
 export const defaultPorts: StackPorts = {
   etcd: 23790, etcdPeer: 23800, apiserver: 26443, scheduler: 26459, kwok: 26470,
-  temporal: 27233, temporalUi: 28233, temporalHttp: 27243, temporalMetrics: 27253,
+  temporal: 27233, temporalUi: 28233, temporalHttp: 27243, temporalMetrics: 27253, prometheus: 29090,
 };
 
 /** Start order; stop order is the reverse. */
-export const serverNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'temporal'] as const;
+export const serverNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'temporal', 'prometheus'] as const;
 export type ServerName = (typeof serverNames)[number];
 
 /** What `up` writes to <stateDir>/stack.json, enough for any process to use or restart the stack. */
@@ -47,6 +48,7 @@ export interface StackInfo {
   temporalAddress: string;
   temporalNamespace: string;
   temporalUiUrl: string;
+  prometheusUrl: string;
   ports: StackPorts;
   headless: boolean;
   servers: Record<ServerName, ServerSpec & { pid?: number }>;
@@ -156,7 +158,78 @@ function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackP
         ...(headless ? ['--headless'] : []),
       ],
     },
+    prometheus: prometheusSpec(a, stateDir, ports.prometheus),
   };
+}
+
+const prometheusDir = (stateDir: string) => join(stateDir, 'prometheus');
+const scrapeTargetsDir = (stateDir: string) => join(prometheusDir(stateDir), 'targets');
+
+function prometheusSpec(a: ArtifactPaths, stateDir: string, port: number): ServerSpec {
+  return {
+    name: 'prometheus', command: a.prometheus, log: join(stateDir, 'logs', 'prometheus.log'), ports: [port],
+    args: [
+      `--config.file=${join(prometheusDir(stateDir), 'prometheus.yml')}`, `--web.listen-address=127.0.0.1:${port}`,
+      `--storage.tsdb.path=${join(prometheusDir(stateDir), 'data')}`,
+      // Tests and demos look back minutes, not weeks; a day bounds the disk a long-lived local stack uses.
+      '--storage.tsdb.retention.time=1d',
+      // POST /-/reload picks up an edited prometheus.yml without a restart (target files need no reload).
+      '--web.enable-lifecycle',
+      '--log.level=warn',
+    ],
+  };
+}
+
+/** Prometheus's config: it scrapes itself, and every target file in the targets folder (file-based service discovery). */
+async function writePrometheusConfig(stateDir: string, port: number): Promise<void> {
+  await mkdir(scrapeTargetsDir(stateDir), { recursive: true });
+  const config = {
+    // One-second scrapes and rule evaluations let a test see a change within a few seconds.
+    global: { scrape_interval: '1s', scrape_timeout: '1s', evaluation_interval: '1s' },
+    scrape_configs: [
+      { job_name: 'prometheus', static_configs: [{ targets: [`127.0.0.1:${port}`] }] },
+      {
+        // A `job` label in a file's target group takes precedence over this job_name, so each file names its own job.
+        job_name: 'file-sd',
+        file_sd_configs: [{ files: [join(scrapeTargetsDir(stateDir), '*.json')], refresh_interval: '1s' }],
+        // Prometheus 3 fails a scrape whose Content-Type is missing or unknown unless told what to assume.
+        fallback_scrape_protocol: 'PrometheusText0.0.4',
+      },
+    ],
+  };
+  await writeAtomically(join(prometheusDir(stateDir), 'prometheus.yml'), stringify(config));
+}
+
+/** Writes aside and renames, so Prometheus never reads half a file. */
+async function writeAtomically(path: string, content: string): Promise<void> {
+  await writeFile(`${path}.tmp`, content);
+  await rename(`${path}.tmp`, path);
+}
+
+/** A scrape job for the stack's Prometheus: its targets (host:port) and extra labels (e.g. `__metrics_path__`). */
+export interface ScrapeTarget {
+  job: string;
+  targets: string[];
+  labels?: Record<string, string>;
+}
+
+function scrapeTargetFile(info: Pick<StackInfo, 'stateDir'>, job: string): string {
+  // The job names the file; keep it a plain file name (the `job` label itself may be anything).
+  if (!/^[A-Za-z0-9_.-]+$/.test(job) || job.startsWith('.')) throw new Error(`scrape job ${JSON.stringify(job)}: use letters, digits, '_', '-' or '.'`);
+  return join(scrapeTargetsDir(info.stateDir), `${job}.json`);
+}
+
+/** Makes the stack's Prometheus scrape targets as job `job`, replacing an earlier file for it; seen within ~6 s (discovery updates are batched every 5 s). */
+export async function addScrapeTarget(info: Pick<StackInfo, 'stateDir'>, target: ScrapeTarget): Promise<void> {
+  const file = scrapeTargetFile(info, target.job);
+  const groups = [{ targets: target.targets, labels: { ...target.labels, job: target.job } }];
+  await mkdir(dirname(file), { recursive: true });
+  await writeAtomically(file, `${JSON.stringify(groups, null, 2)}\n`);
+}
+
+/** Stops scraping job `job` (its series then go stale); a job that was never added is not an error. */
+export async function removeScrapeTarget(info: Pick<StackInfo, 'stateDir'>, job: string): Promise<void> {
+  await rm(scrapeTargetFile(info, job), { force: true });
 }
 
 function kubeconfigYaml(pki: { ca: string; cert: string; key: string }, server: string): string {
@@ -319,6 +392,10 @@ export async function startServer(info: StackInfo, name: ServerName, print: (l: 
         return stdout.includes('SERVING');
       }, { ...opts, timeoutMs: 120_000 });
       break;
+    case 'prometheus':
+      // Ready once its storage is open (after a restart: once the WAL is replayed), which is when queries work.
+      await waitFor('prometheus', async () => (await httpGet(`${info.prometheusUrl}/-/ready`)).status === 200, { ...opts, timeoutMs: 60_000 });
+      break;
     default:
       // The controller manager and kwok have no cheap health endpoint here; the checks in up() (nodes Ready) cover kwok.
       await waitFor(name, () => Promise.resolve(Date.now() - t0 > 1000), { ...opts, timeoutMs: 10_000 });
@@ -367,6 +444,7 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   let info: StackInfo;
   if (existing) {
     info = existing;
+    if (!info.servers.prometheus) await addPrometheus(info);
   } else {
     const ports = await allocatePorts(opts.ports);
     const pki = await loadPki(stateDir);
@@ -378,11 +456,13 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
       stateDir, kubeconfig, apiserverUrl, ports, headless,
       temporalAddress: `127.0.0.1:${ports.temporal}`, temporalNamespace: 'default',
       temporalUiUrl: `http://127.0.0.1:${ports.temporalUi}`,
+      prometheusUrl: `http://127.0.0.1:${ports.prometheus}`,
       servers: serverSpecs(a, pki, stateDir, ports, kubeconfig, headless),
     };
     await writeKwokConfig(a, stateDir, opts.podDelayMs ?? 300);
     await saveStack(info);
   }
+  await writePrometheusConfig(stateDir, info.ports.prometheus);
   const t0 = Date.now();
   for (const name of serverNames) await startServer(info, name, print);
 
@@ -393,6 +473,14 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   await installCrds(info);
   print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return info;
+}
+
+/** A stack started before Prometheus joined it gets one, on the default port or (for a stack on free ports) a free one. */
+async function addPrometheus(info: StackInfo): Promise<void> {
+  info.ports.prometheus = info.ports.apiserver === defaultPorts.apiserver ? defaultPorts.prometheus : await freePort();
+  info.prometheusUrl = `http://127.0.0.1:${info.ports.prometheus}`;
+  info.servers.prometheus = prometheusSpec(artifactPaths(), info.stateDir, info.ports.prometheus);
+  await saveStack(info);
 }
 
 /** Installs Istio's networking CRDs and the project's CRDs, and waits until they are Established. */
@@ -412,7 +500,8 @@ export async function installCrds(info: StackInfo): Promise<void> {
 export async function down(stateDir: string, opts: { purge?: boolean } = {}): Promise<void> {
   const info = await readStack(resolve(stateDir));
   if (!info) return;
-  for (const name of [...serverNames].reverse()) await stopServer(info, name);
+  // A state file written before a server joined the stack has no entry for it.
+  for (const name of [...serverNames].reverse()) if (info.servers[name]) await stopServer(info, name);
   if (opts.purge) await rm(resolve(stateDir), { recursive: true, force: true });
 }
 
@@ -421,7 +510,8 @@ export async function status(stateDir: string): Promise<{ name: ServerName; pid?
   const info = await readStack(resolve(stateDir));
   if (!info) return null;
   return serverNames.map((name) => {
-    const s = info.servers[name];
+    const s = info.servers[name] as (typeof info.servers)[ServerName] | undefined;
+    if (!s) return { name, ports: [], running: false };
     return { name, ports: s.ports, running: isOurs(s.pid, s.command), ...(s.pid ? { pid: s.pid } : {}) };
   });
 }
@@ -433,6 +523,7 @@ export function envLines(info: StackInfo): string {
     `export TEMPORAL_ADDRESS=${info.temporalAddress}`,
     `export TEMPORAL_NAMESPACE=${info.temporalNamespace}`,
     `export TEMPORAL_UI_URL=${info.temporalUiUrl}`,
+    `export PROMETHEUS_ADDRESS=${info.prometheusUrl}`,
     `export STACK_STATE_DIR=${info.stateDir}`,
   ].join('\n');
 }

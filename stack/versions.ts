@@ -9,6 +9,9 @@ export const versions = {
   kubernetesStaging: 'v0.35.4',
   kwok: 'v0.8.0',
   istioApi: 'v1.32.0',
+  // Prometheus 3.x is published as Go module versions v0.3xx.y: v0.316.0 is Prometheus 3.16.0.
+  prometheus: 'v0.316.0',
+  helm: 'v4.3.1',
 } as const;
 
 /** Where built binaries are cached, outside the repo, keyed by version. */
@@ -30,7 +33,16 @@ export function artifactPaths(root = cacheRoot()) {
     kwok: join(root, `kwok-${versions.kwok}`, 'kwok'),
     kwokStages: join(root, `kwok-${versions.kwok}`, 'stages'),
     istioCrds: join(root, `istio-api-${versions.istioApi}`, 'networking-crds.yaml'),
+    prometheus: join(root, `prometheus-${versions.prometheus}`, 'prometheus'),
+    helm: join(root, `helm-${versions.helm}`, 'helm'),
   };
 }
 
 export type ArtifactPaths = ReturnType<typeof artifactPaths>;
+
+/** The Prometheus release the pinned module version stands for (v0.316.0 is 3.16.0), as Prometheus reports it. */
+export function prometheusRelease(): string {
+  const m = /^v0\.(\d+)(\d\d)\.(\d+)$/.exec(versions.prometheus);
+  if (!m) throw new Error(`unexpected Prometheus module version ${versions.prometheus}; expected v0.3xx.y`);
+  return `${m[1]}.${Number(m[2])}.${m[3]}`;
+}

@@ -8,6 +8,8 @@ export interface TestEnv {
   kc: KubeConfig;
   temporalAddress: string;
   temporalNamespace: string;
+  /** The stack's Prometheus, e.g. http://127.0.0.1:29090. */
+  prometheusUrl: string;
   workflowBundlePath: string;
   stack: StackInfo | null;
 }
@@ -34,6 +36,7 @@ export async function testEnv(): Promise<TestEnv> {
     kc,
     temporalAddress: required('TEMPORAL_ADDRESS'),
     temporalNamespace: process.env['TEMPORAL_NAMESPACE'] ?? 'default',
+    prometheusUrl: required('PROMETHEUS_ADDRESS'),
     workflowBundlePath: required('WORKFLOW_BUNDLE_PATH'),
     stack: stateDir ? await readStack(stateDir) : null,
   };

@@ -63,6 +63,7 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     KUBECONFIG: info.kubeconfig,
     TEMPORAL_ADDRESS: info.temporalAddress,
     TEMPORAL_NAMESPACE: info.temporalNamespace,
+    PROMETHEUS_ADDRESS: info.prometheusUrl,
     WORKFLOW_BUNDLE_PATH: bundlePath,
   };
   return {

@@ -1,8 +1,11 @@
 // Proof that the local stack's servers are real: each check here would fail against a fake API server or Temporal.
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { unreadyImage } from '../../stack/stack.ts';
+import { artifactPaths, versions } from '../../stack/versions.ts';
 import { kube, kubeJson, testNamespace } from '../../testkit/apps.ts';
 import { eventually } from '../../lib/poll.ts';
 
@@ -75,5 +78,15 @@ describe('local Kubernetes control plane', () => {
     const got = await kubeJson(['-n', ns.name, 'get', 'virtualservice', 'web-ok']);
     assert.deepEqual(got.spec.http[0].route.map((r: { weight: number }) => r.weight), [80, 20]);
     await assert.rejects(kube(['apply', '--server-side', '-f', '-'], JSON.stringify(vs('soon'))), /timeout|duration/i);
+  });
+});
+
+describe('cached client tools', () => {
+  it('runs the helm built into the cache, at the pinned version', async () => {
+    // No fallback to a helm on PATH: a missing or broken cache entry must fail here.
+    const { stdout } = await promisify(execFile)(artifactPaths().helm, ['version', '--template', '{{.Version}} {{.GoVersion}}']);
+    const [version, goVersion] = stdout.trim().split(' ');
+    assert.equal(version, versions.helm);
+    assert.match(goVersion ?? '', /^go1\./);
   });
 });
