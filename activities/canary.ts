@@ -1,15 +1,15 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
+import { API_VERSION, CANARY_SUBSET, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import { readRouteWeights, renderDestinationRule, renderVirtualService, type RouteWeights } from '../render/istio.ts';
-import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
+import { readRouteWeights, renderDestinationRule, renderVirtualService, type RoutesOf, type RouteWeights } from '../render/istio.ts';
+import { rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment } from '../reconcile/status.ts';
 import { routableWeight } from '../workflows/rollout/decide.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
-import type { CanaryHealth, CanaryRef, CanaryStatusInput, PlanInput, SetWeightInput } from './types.ts';
+import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, PlanInput, SetWeightInput } from './types.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 
@@ -49,8 +49,22 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
   await deps.kube.apply(renderDestinationRule(app, { canary: true }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
 }
 
+/**
+ * What a gate check needs, read in one go: the canary's ready replicas and restarts, the weight the VirtualService
+ * really routes to it, and whether the DestinationRule still has its subset (a hand edit or a deletion shows here).
+ */
+export async function observeCanary(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryObservation> {
+  const [health, vs, dr] = await Promise.all([
+    canaryHealth(deps, input),
+    deps.kube.get<RoutesOf>(childRef(input, kinds.virtualService)),
+    deps.kube.get<{ spec?: { subsets?: { name?: string; labels?: Record<string, string> }[] } }>(childRef(input, kinds.destinationRule)),
+  ]);
+  const subset = (dr?.spec?.subsets ?? []).some((s) => s.name === CANARY_SUBSET && s.labels?.[LABEL_VERSION] === input.version);
+  return { health, routedWeight: readRouteWeights(vs)?.canary ?? null, subset };
+}
+
 /** Ready replicas and container restarts of the canary's pods. */
-export async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
+async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
   const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<{ status?: { containerStatuses?: { restartCount?: number }[] } }>(
@@ -63,7 +77,7 @@ export async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { vers
 
 /** Reads the VirtualService back: the weights the mesh will actually use. */
 async function readWeights(deps: ActivityDeps, c: CanaryRef): Promise<RouteWeights | null> {
-  return readRouteWeights(await deps.kube.get(childRef(c, kinds.virtualService)));
+  return readRouteWeights(await deps.kube.get<RoutesOf>(childRef(c, kinds.virtualService)));
 }
 
 /**
@@ -86,19 +100,32 @@ export async function setCanaryWeight(deps: ActivityDeps, input: SetWeightInput)
   return read;
 }
 
-/** Undo of the whole canary: route 100% to stable (verified), drop the canary subset, delete the canary Deployment. */
+/**
+ * Undo of the whole canary: route 100% to stable (verified), drop the canary subset, delete the canary Deployment.
+ * Routes that no longer exist route nothing and are not re-created; in a namespace being deleted, nothing can be
+ * created and everything goes anyway, so there the undo is done.
+ */
 export async function removeCanary(deps: ActivityDeps, input: CanaryRef): Promise<void> {
-  const raw = await deps.kube.get(appRef(input));
-  const parsed = raw ? parseApplication(raw) : null;
-  if (parsed?.ok && parsed.app.spec.serviceMesh?.enabled) {
-    const app = parsed.app;
-    await deps.kube.apply(renderVirtualService(app, { canaryWeight: null }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
-    const read = await readWeights(deps, input);
-    if (!read || read.stable !== 100 || read.canary !== 0) throw new Error(`VirtualService read back as ${JSON.stringify(read)} after routing everything to stable`);
-    heartbeat('traffic restored to stable');
-    await deps.kube.apply(renderDestinationRule(app, { canary: false }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+  try {
+    const raw = await deps.kube.get(appRef(input));
+    const parsed = raw ? parseApplication(raw) : null;
+    if (parsed?.ok && parsed.app.spec.serviceMesh?.enabled) {
+      const app = parsed.app;
+      if (await deps.kube.get(childRef(input, kinds.virtualService))) {
+        await deps.kube.apply(renderVirtualService(app, { canaryWeight: null }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+        const read = await readWeights(deps, input);
+        if (read && (read.stable !== 100 || read.canary !== 0)) throw new Error(`VirtualService read back as ${JSON.stringify(read)} after routing everything to stable`);
+        heartbeat('traffic restored to stable');
+      }
+      if (await deps.kube.get(childRef(input, kinds.destinationRule))) {
+        await deps.kube.apply(renderDestinationRule(app, { canary: false }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+      }
+    }
+    await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
+  } catch (err) {
+    if (err instanceof KubeError && err.namespaceTerminating) return;
+    throw err;
   }
-  await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
 }
 
 /** Promote, first half: the spec's image becomes the canary's (so no later reconcile reverts it), and the stable Deployment runs it. */
@@ -129,10 +156,10 @@ export async function stableRolledOut(deps: ActivityDeps, input: CanaryRef & { i
   };
 }
 
-/** Compensation for promoteStable: put the stable image back, unless someone changed the spec since. */
+/** Compensation for promoteStable: put the stable image back, unless someone changed the spec since or the Application is going. */
 export async function restoreStableImage(deps: ActivityDeps, input: PlanInput): Promise<void> {
-  const raw = await deps.kube.get<{ metadata: { resourceVersion?: string }; spec?: { image?: string } }>(appRef(input));
-  if (!raw || raw.spec?.image !== input.plan.image) return;
+  const raw = await deps.kube.get<{ metadata: { resourceVersion?: string; deletionTimestamp?: string }; spec?: { image?: string } }>(appRef(input));
+  if (!raw || raw.metadata.deletionTimestamp || raw.spec?.image !== input.plan.image) return;
   await deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { image: input.plan.stableImage } });
 }
 
@@ -144,21 +171,28 @@ export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Pr
   await deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { serviceMesh: { canary: { enabled: false } } } });
 }
 
-/** Writes status.canary (only that part of status) and records the transition as an Event. */
+/**
+ * Writes status.canary and the CanaryProgressing condition (only those parts of status), compare-and-swap against
+ * the reconciler's status writes, and records the transition as an Event.
+ */
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
   const { pauseEndsAt, abortedBy, reason, ...rest } = input.status;
-  // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
-  let uid: string | undefined;
+  const raw = await deps.kube.get<{ metadata: { uid?: string; resourceVersion?: string }; status?: { observedGeneration?: number; conditions?: Condition[] } }>(appRef(input));
+  // The Application is gone (deleted mid-rollout): nothing left to report on.
+  if (!raw) return;
+  const previous = raw.status?.conditions ?? [];
+  const conditions = withTransitionTimes(withCanaryCondition(previous, input.status, raw.status?.observedGeneration), previous, new Date().toISOString());
   try {
-    const patched = await deps.kube.mergePatch(appRef(input), {
-      status: { canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null } },
+    // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
+    await deps.kube.mergePatch(appRef(input), {
+      metadata: { resourceVersion: raw.metadata.resourceVersion },
+      status: { canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null }, conditions },
     }, 'status');
-    uid = patched?.metadata.uid;
   } catch (err) {
-    // The Application is gone (deleted mid-rollout): nothing left to report on.
     if (err instanceof KubeError && err.status === 404) return;
     throw err;
   }
+  const uid = raw.metadata.uid;
   // kubectl describe finds events by the object's uid.
   if (input.event) await recordEvent(deps.kube, { namespace: input.namespace, name: input.name, ...(uid ? { uid } : {}), ...input.event });
   const { phase } = input.status;

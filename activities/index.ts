@@ -1,6 +1,6 @@
 import type { CanaryRef, CanaryStatusInput, FinalizeInput, PlanInput, ReconcileInput, SetWeightInput } from './types.ts';
 import {
-  canaryHealth, finishCanarySpec, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryWeight, stableRolledOut, writeCanaryStatus,
+  finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryWeight, stableRolledOut, writeCanaryStatus,
 } from './canary.ts';
 import type { ActivityDeps } from './deps.ts';
 import { finalizeApplication, reconcileApplication } from './reconcile.ts';
@@ -11,7 +11,7 @@ export function createActivities(deps: ActivityDeps) {
     reconcileApplication: (input: ReconcileInput) => reconcileApplication(deps, input),
     finalizeApplication: (input: FinalizeInput) => finalizeApplication(deps, input),
     prepareCanary: (input: PlanInput) => prepareCanary(deps, input),
-    canaryHealth: (input: CanaryRef & { version: string }) => canaryHealth(deps, input),
+    observeCanary: (input: CanaryRef & { version: string }) => observeCanary(deps, input),
     setCanaryWeight: (input: SetWeightInput) => setCanaryWeight(deps, input),
     removeCanary: (input: CanaryRef) => removeCanary(deps, input),
     promoteStable: (input: PlanInput) => promoteStable(deps, input),

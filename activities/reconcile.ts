@@ -1,11 +1,11 @@
 import { ApplicationFailure, heartbeat } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, Reason } from '../api/constants.ts';
+import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
-import { desiredStatus, statusChanged, withTransitionTimes, type Condition, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
+import { desiredStatus, needsPods, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
 import { rolloutKey, rolloutPlan } from '../reconcile/canary-plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
@@ -45,7 +45,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   const generation = raw.metadata.generation;
   if (raw.metadata.deletionTimestamp) {
     // Without our finalizer there is nothing left for us to clean up: the garbage collector has the children.
-    return (raw.metadata.finalizers ?? []).includes(FINALIZER) ? { outcome: 'deleting', uid } : { outcome: 'gone' };
+    if (!(raw.metadata.finalizers ?? []).includes(FINALIZER)) return { outcome: 'gone' };
+    // Say so while a running canary is compensated and the children go (a namespace being deleted waits on this).
+    await writeStatus(deps, raw, input, { deployment: null, service: null }, null, raw.status?.observedGeneration);
+    return { outcome: 'deleting', uid };
   }
 
   const parsed = parseApplication(raw);
@@ -94,7 +97,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
 
   const observed = await observe(deps, app);
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
-  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration);
+  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app));
   const plan = rolloutPlan(app);
   const last = app.status?.canary;
   return {
@@ -130,16 +133,27 @@ async function observe(deps: ActivityDeps, app: Application): Promise<Observed> 
     deps.kube.get<ObservedDeployment>(ref(kinds.deployment)),
     deps.kube.get<ObservedService>(ref(kinds.service)),
   ]);
-  return { deployment, service };
+  if (!needsPods(deployment)) return { deployment, service };
+  // Best effort: only to say why pods are not available; status without it is still right.
+  const pods = await deps.kube.list<ObservedPod>({ apiVersion: 'v1', kind: 'Pod', namespace: ns }, `${LABEL_NAME}=${app.metadata.name},${LABEL_VERSION}=${STABLE_VERSION}`)
+    .then((l) => l.items, () => undefined);
+  return { deployment, service, ...(pods ? { pods } : {}) };
 }
 
-/** Adds our finalizer once, with optimistic concurrency (a 409 is retried by the activity). */
+/** Who sets the stable replica count: the spec, or the HPA when autoscaling is on. */
+function scalingOf(app: Application): Scaling {
+  const a = app.spec.autoscaling;
+  return { specReplicas: app.spec.replicas, ...(a?.enabled ? { hpa: { min: a.minReplicas, max: a.maxReplicas ?? a.minReplicas } } : {}) };
+}
+
+/** Adds our finalizer once, with optimistic concurrency (a 409 is retried by the activity); keeps raw's resourceVersion current. */
 async function ensureFinalizer(deps: ActivityDeps, raw: RawApplication): Promise<void> {
   const finalizers = raw.metadata.finalizers ?? [];
   if (finalizers.includes(FINALIZER)) return;
-  await deps.kube.mergePatch(appRef(raw.metadata.namespace ?? '', raw.metadata.name), {
+  const patched = await deps.kube.mergePatch<RawApplication>(appRef(raw.metadata.namespace ?? '', raw.metadata.name), {
     metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: [...finalizers, FINALIZER] },
   });
+  if (patched) raw.metadata.resourceVersion = patched.metadata.resourceVersion;
 }
 
 async function writeStatus(
@@ -149,16 +163,23 @@ async function writeStatus(
   observed: Observed,
   failure: Failure | null,
   observedGeneration: number | undefined,
+  scaling?: Scaling,
 ): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
   const temporalUI = workflowUiLink(deps, input.workflowId);
-  const next = desiredStatus(raw, observed, failure, { workflowId: input.workflowId, observedGeneration, ...(temporalUI ? { temporalUI } : {}) });
+  const canary = raw.status?.['canary'] as CanaryStatusLike | undefined;
+  const next = desiredStatus(raw, observed, failure, {
+    workflowId: input.workflowId, observedGeneration, ...(temporalUI ? { temporalUI } : {}), ...(canary ? { canary } : {}), ...(scaling ? { scaling } : {}),
+  });
   const { canary: _canary, ...current } = raw.status ?? {};
   if (!statusChanged(current, next)) return { status: next, written: false };
   const now = new Date().toISOString();
   const conditions = withTransitionTimes(next.conditions, raw.status?.conditions, now);
   // A merge patch keeps keys it does not mention: clear the ones we no longer write (e.g. the UI link when unset).
   const stale = Object.fromEntries(Object.keys(current).filter((k) => !(k in next) && k !== 'lastUpdateTime').map((k) => [k, null]));
-  await deps.kube.mergePatch(appRef(input.namespace, input.name), { status: { ...stale, ...next, conditions, lastUpdateTime: now } }, 'status');
+  // Compare-and-swap: the rollout writes status.canary and its condition too; a 409 retries the pass on fresh state.
+  await deps.kube.mergePatch(appRef(input.namespace, input.name), {
+    metadata: { resourceVersion: raw.metadata.resourceVersion }, status: { ...stale, ...next, conditions, lastUpdateTime: now },
+  }, 'status');
   return { status: next, written: true };
 }
 

@@ -63,6 +63,15 @@ export interface CanaryHealth {
   restarts: number;
 }
 
+/** What a gate check sees of the canary: its pods, and its routes as the mesh will use them. */
+export interface CanaryObservation {
+  health: CanaryHealth;
+  /** The canary's weight read back from the VirtualService; null when there is no VirtualService. */
+  routedWeight: number | null;
+  /** The DestinationRule has the canary's subset. */
+  subset: boolean;
+}
+
 export interface CanaryStatusInput extends CanaryRef {
   status: {
     phase: RolloutPhase;

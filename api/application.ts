@@ -22,6 +22,14 @@ const WHITESPACE = /[\t\n\v\f\r \u0085\p{Z}]/u;
 const MS_PER_UNIT: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
 // Go's time.Duration (what CEL's duration() parses into) is int64 nanoseconds.
 const MAX_DURATION_MS = 9_223_372_036_854;
+// Kubernetes does not check image references; a malformed digest would only fail at every pull.
+const DIGEST = /^[^@]+@(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
+const digestOk = (s: string) => !s.includes('@') || DIGEST.test(s);
+
+// A trailing slash names the same directory: /etc/x and /etc/x/ would be two mounts of one path.
+const mountPath = () => str(1024)
+  .refine((s) => s.startsWith('/'), 'mountPath must be an absolute path')
+  .refine((s) => s === '/' || !s.endsWith('/'), "mountPath must not end with '/' (/etc/x and /etc/x/ are the same mount)");
 
 /** Milliseconds in a duration string such as `500ms`, `30s` or `1h30m`; throws RangeError when it is not one. */
 export function parseDuration(s: string): number {
@@ -192,7 +200,7 @@ const probeSchema = z
 // --- the Application spec ---
 
 const servicePortSchema = z.object({
-  name: str(63).refine(isPortName, "port name must be at most 15 lowercase letters, digits or '-', contain a letter, start and end with a letter or digit, and have no '--'"),
+  name: str(63).refine(isPortName, "port name must be at most 15 lowercase letters, digits or '-', contain a letter, start and end with a letter or digit, and have no '--'").optional(),
   port: int(1, 65535),
   enableIstioProxy: bool().default(true),
 });
@@ -200,9 +208,13 @@ const servicePortSchema = z.object({
 const serviceSchema = z.object({
   type: oneOf(['ClusterIP', 'NodePort', 'LoadBalancer']).default('ClusterIP'),
   ports: list(servicePortSchema, 20)
-    .superRefine(uniqueBy('name'))
     .refine((ports) => ports.length >= 1, 'service.ports must list at least one port')
     .refine((ports) => new Set(ports.map((p) => p.port)).size === ports.length, 'service port numbers must be unique')
+    .refine((ports) => ports.length <= 1 || ports.every((p) => p.name !== undefined), 'every service port needs a name when there is more than one')
+    .refine((ports) => {
+      const named = ports.flatMap((p) => (p.name === undefined ? [] : [p.name]));
+      return new Set(named).size === named.length;
+    }, 'service port names must be unique')
     .prefault([{ name: 'http', port: 80 }]),
 });
 
@@ -211,7 +223,7 @@ const configMapMountSchema = z.object({
     (s) => s.length <= 60 && DNS1123_LABEL.test(s),
     'configMaps[].name must be a DNS-1123 label of at most 60 characters (it also names the pod volume cm-<name>)',
   ),
-  mountPath: str(1024).refine((s) => s.startsWith('/'), 'mountPath must be an absolute path'),
+  mountPath: mountPath(),
   readOnly: bool().default(true),
 });
 
@@ -222,7 +234,7 @@ const storageSchema = z.object({
   }, 'storage.size must be a positive quantity such as 1Gi or 500Mi'),
   storageClass: str(253).refine((s) => s === '' || DNS1123_SUBDOMAIN.test(s), 'storageClass must be a DNS subdomain name').optional(),
   accessMode: oneOf(['ReadWriteOnce', 'ReadOnlyMany', 'ReadWriteMany', 'ReadWriteOncePod']).default('ReadWriteOnce'),
-  mountPath: str(1024).refine((s) => s.startsWith('/'), 'mountPath must be an absolute path').default('/data'),
+  mountPath: mountPath().default('/data'),
 });
 
 const healthCheckSchema = z
@@ -299,6 +311,7 @@ const healthGatesSchema = z.object({
   maxRestarts: int(0).default(3),
   interval: duration('healthGates.interval must be a duration of at least 1s such as 10s or 1m (units ms, s, m, h)', 1000).default('10s'),
   failureThreshold: int(1).default(3),
+  initialDelay: duration('healthGates.initialDelay must be a duration such as 0s, 30s or 2m (units ms, s, m, h)', null).default('60s'),
 });
 
 const canarySchema = z
@@ -313,6 +326,7 @@ const canarySchema = z
       .optional(),
     image: str(512)
       .refine((s) => s.length > 0 && !WHITESPACE.test(s), 'canary image must be a non-empty image reference without whitespace')
+      .refine(digestOk, 'canary image digest must be sha256: and 64 lowercase hex digits (or sha512: and 128)')
       .optional(),
     weight: weight('weight').default(0),
     replicas: int(1, 100).default(1),
@@ -348,7 +362,8 @@ export const applicationSpecSchema = z
   .object({
     image: str(512)
       .refine((s) => s.length > 0, 'image must not be empty')
-      .refine((s) => !WHITESPACE.test(s), 'image must not contain whitespace'),
+      .refine((s) => !WHITESPACE.test(s), 'image must not contain whitespace')
+      .refine(digestOk, 'image digest must be sha256: and 64 lowercase hex digits (or sha512: and 128)'),
     replicas: int(1, 100).default(1),
     service: serviceSchema.prefault({}),
     resources: resourcesSchema.optional(),
@@ -412,6 +427,8 @@ const canaryStatusSchema = z.object({
 export const applicationStatusSchema = z.object({
   observedGeneration: z.int().optional(),
   phase: z.enum(Phase).optional(),
+  message: z.string().optional(),
+  desiredReplicas: z.int().optional(),
   replicas: z.int().optional(),
   readyReplicas: z.int().optional(),
   availableReplicas: z.int().optional(),

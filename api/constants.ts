@@ -76,6 +76,10 @@ export const ConditionType = {
   Progressing: 'Progressing',
   Degraded: 'Degraded',
   InvalidSpec: 'InvalidSpec',
+  /** True while a canary rollout runs; after it ends, False with the outcome as its reason. */
+  CanaryProgressing: 'CanaryProgressing',
+  /** True when the HorizontalPodAutoscaler, not spec.replicas, sets the replica count. */
+  Autoscaled: 'Autoscaled',
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
 
@@ -92,6 +96,8 @@ export const Reason = {
   ProgressDeadlineExceeded: 'ProgressDeadlineExceeded',
   ReplicaFailure: 'ReplicaFailure',
   Deleting: 'Deleting',
+  HorizontalPodAutoscaler: 'HorizontalPodAutoscaler',
+  SpecReplicas: 'SpecReplicas',
   CanaryStarted: 'CanaryStarted',
   CanaryStepCompleted: 'CanaryStepCompleted',
   CanaryPaused: 'CanaryPaused',
@@ -102,6 +108,10 @@ export const Reason = {
   CanaryAborted: 'CanaryAborted',
   CanaryRollingBack: 'CanaryRollingBack',
   CanaryRolledBack: 'CanaryRolledBack',
+  /** Why a rollout was rolled back (status.canary.reason). */
+  HealthGateFailed: 'HealthGateFailed',
+  RolloutCancelled: 'RolloutCancelled',
+  RolloutError: 'RolloutError',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

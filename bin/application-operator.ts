@@ -5,7 +5,7 @@ import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
 import { runOperator } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
-import { appStatus, control, defaultNamespace, formatRollout, type ControlAction } from '../client/control.ts';
+import { appStatus, control, defaultNamespace, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
@@ -34,8 +34,10 @@ for (const [action, description] of Object.entries(actions) as [ControlAction, s
     .action(async (app: string, opts: Record<string, unknown>) => {
       const { client, connection } = await connectClient(operatorConfig(opts));
       try {
-        const state = await control(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), app, opts['reason'] as string | undefined);
-        console.log(`${action} accepted\n${formatRollout(state)}`);
+        const outcome = await control(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), app, opts['reason'] as string | undefined);
+        console.log(outcome.note);
+        if (outcome.state) console.log(formatRollout(outcome.state));
+        else if (outcome.result) console.log(formatResult(outcome.result));
       } finally {
         await connection.close();
       }
@@ -53,9 +55,16 @@ withTarget(program.command('status').description("show the Application's workflo
         console.log(JSON.stringify(s, null, 2));
         return;
       }
-      if (!s.app) console.log(`${ns}/${app}: no running workflow`);
+      if (!s.app && !s.rolloutStatus) {
+        console.error(`${ns}/${app}: no workflow for this Application (is it there? kubectl -n ${ns} get application ${app}; is the operator watching namespace ${ns}?)`);
+        process.exitCode = 1;
+        return;
+      }
+      if (!s.app) console.log(`${ns}/${app}: no running Application workflow (the Application was deleted?)`);
       else console.log(`${ns}/${app}: ${s.app.phase ?? 'unknown'} (generation ${s.app.generation ?? '?'}, ${s.app.passes} reconcile passes) ${s.app.message ?? ''}`);
-      console.log(s.rollout ? `${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}` : 'no canary rollout');
+      if (s.rollout) console.log(`${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}`);
+      else if (s.rolloutResult) console.log(`last rollout: ${formatResult(s.rolloutResult)}`);
+      else console.log('no canary rollout');
     } finally {
       await connection.close();
     }

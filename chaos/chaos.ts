@@ -67,7 +67,7 @@ export interface ChaosSummary {
 
 const TERMINAL = new Set(['Idle', 'Promoted', 'Aborted', 'RolledBack', 'Failed']);
 const FIELD_MANAGER = 'chaos-user';
-const GATES = { interval: '1s', failureThreshold: 3 };
+const GATES = { interval: '1s', failureThreshold: 3, initialDelay: '5s' };
 const PROGRESS_DEADLINE_S = 90;
 
 const appRef = (namespace: string, name: string) => ({ apiVersion: API_VERSION, kind: KIND, namespace, name });
@@ -189,7 +189,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosSummary> {
         try {
           const client = await withTimeout(temporalClient(), 10_000, 'temporal connect');
           const r = await withTimeout(control(client, kind, ns, name, kind === 'abort' ? 'chaos abort' : undefined), 20_000, kind);
-          return `${kind} ${name}: accepted (${r.phase})`;
+          return `${kind} ${name}: ${r.accepted ? `accepted (${r.state?.phase ?? '?'})` : r.note}`;
         } catch (err) {
           opsRejected++;
           return `${kind} ${name}: refused (${errText(err)})`;

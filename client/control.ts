@@ -1,10 +1,12 @@
 // The client side of the operator: control and status of an Application's workflows, for the CLI, the kubectl
 // plugin, the benchmark and the chaos run.
 import { KubeConfig } from '@kubernetes/client-node';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { userInfo, hostname } from 'node:os';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import proto from '@temporalio/proto';
+import { hostname, userInfo } from 'node:os';
 import {
-  applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId, stateQuery, type ApplicationState, type ControlAction, type RolloutState,
+  applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId, stateQuery,
+  type ApplicationState, type ControlAction, type RolloutResult, type RolloutState,
 } from '../workflows/contract.ts';
 
 export type { ControlAction } from '../workflows/contract.ts';
@@ -25,47 +27,140 @@ export function requester(): string {
   return `${userInfo().username}@${hostname()}`;
 }
 
-/** Sends a control action to the app's running rollout as a validated Temporal update; returns the rollout's state. */
-export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<RolloutState> {
+export interface ControlOutcome {
+  /** The request was taken now (false: an abort of a rollout already aborting or over, which is no error). */
+  accepted: boolean;
+  /** What a person reads first. */
+  note: string;
+  /** The rollout's state after the request, when the workflow could answer. */
+  state?: RolloutState;
+  /** The outcome of a rollout that is over. */
+  result?: RolloutResult;
+}
+
+// Refusals that mean an abort has nothing left to do: asking again is not an error.
+const abortDone = /is already being aborted|is already (Promoted|Aborted|RolledBack|Failed)/;
+
+/**
+ * Sends a control action to the app's rollout as a validated Temporal update. An abort is idempotent: an abort of
+ * a rollout already aborting, or already over, succeeds and says so; any other refusal throws with its reason.
+ */
+export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<ControlOutcome> {
   const handle = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
   try {
-    return await handle.executeUpdate(controlUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    const state = await handle.executeUpdate(controlUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no canary rollout is running for ${namespace}/${name}`, { cause: err });
-    if (err instanceof WorkflowUpdateFailedError) throw new Error(`${action} rejected: ${err.cause?.message ?? err.message}`, { cause: err });
-    throw err;
+    if (err instanceof WorkflowUpdateFailedError) {
+      const why = err.cause?.message ?? err.message;
+      if (action === 'abort' && abortDone.test(why)) return { accepted: false, note: `nothing to abort: ${why}`, ...(await rolloutNow(handle)) };
+      throw new Error(`${action} rejected: ${why}`, { cause: err });
+    }
+    if (!(err instanceof WorkflowNotFoundError)) throw err;
+    const closed = await closedRollout(handle);
+    if (!closed) throw new Error(`no canary rollout has run for ${namespace}/${name}`, { cause: err });
+    if (action === 'abort') return { accepted: false, note: `nothing to abort: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}`, result: closed };
+    throw new Error(`${action} rejected: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase} (no canary rollout is running for ${namespace}/${name})`, { cause: err });
   }
 }
 
-/** The Application workflow's state and, when one exists, its latest rollout's state. */
-export async function appStatus(client: Client, namespace: string, name: string): Promise<{ app: ApplicationState | null; rollout: RolloutState | null; rolloutStatus?: string }> {
-  const app = await client.workflow.getHandle(applicationWorkflowId(namespace, name)).query(stateQuery).catch((err: unknown) => {
+/** The outcome of a rollout workflow that has ended, or null when there is none. */
+async function closedRollout(handle: WorkflowHandle): Promise<RolloutResult | null> {
+  try {
+    const d = await handle.describe();
+    if (d.status.name === 'RUNNING') return null;
+    return await handle.result() as RolloutResult;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return null;
+    // A rollout that ended by cancellation or termination has no result to show.
+    return { key: '?|?', phase: 'Failed', message: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+/** The running rollout's state (or an ended one's result), as far as it can be had. */
+async function rolloutNow(handle: WorkflowHandle): Promise<Pick<ControlOutcome, 'state' | 'result'>> {
+  const closed = await closedRollout(handle);
+  if (closed) return { result: closed };
+  const state = await handle.query(rolloutQuery).catch(() => null);
+  return state ? { state } : {};
+}
+
+export interface AppStatus {
+  app: ApplicationState | null;
+  rollout: RolloutState | null;
+  /** The rollout workflow's execution status (RUNNING, COMPLETED...). */
+  rolloutStatus?: string;
+  /** The outcome of the last rollout when it is over. */
+  rolloutResult?: RolloutResult;
+}
+
+/**
+ * The Application workflow's state and its latest rollout's. Throws with what to check when the workflows exist
+ * but no worker answers (the operator is not running).
+ */
+export async function appStatus(client: Client, namespace: string, name: string): Promise<AppStatus> {
+  const appHandle = client.workflow.getHandle(applicationWorkflowId(namespace, name));
+  const app = await withWorker(client, appHandle, () => appHandle.query(stateQuery));
+  const rh = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
+  const d = await rh.describe().catch((err: unknown) => {
     if (err instanceof WorkflowNotFoundError) return null;
     throw err;
   });
-  const rh = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
+  if (!d) return { app, rollout: null };
+  if (d.status.name !== 'RUNNING') {
+    const result = await closedRollout(rh);
+    return { app, rollout: null, rolloutStatus: d.status.name, ...(result ? { rolloutResult: result } : {}) };
+  }
+  return { app, rollout: await withWorker(client, rh, () => rh.query(rolloutQuery)), rolloutStatus: d.status.name };
+}
+
+/** How long a query may wait for a worker before the command says none answers. */
+const queryDeadlineMs = 10_000;
+
+/** Runs a query; null when the workflow does not exist; when no worker answers, an error that says so and what to check. */
+async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () => Promise<T>): Promise<T | null> {
   try {
-    const d = await rh.describe();
-    const rollout = await rh.query(rolloutQuery);
-    return { app, rollout, rolloutStatus: d.status.name };
+    return await client.connection.withDeadline(Date.now() + queryDeadlineMs, query);
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) return { app, rollout: null };
-    throw err;
+    if (err instanceof WorkflowNotFoundError) return null;
+    const taskQueue = (await handle.describe().catch(() => null))?.taskQueue;
+    const pollers = taskQueue === undefined ? undefined : await client.workflowService.describeTaskQueue({
+      namespace: client.options.namespace, taskQueue: { name: taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    }).then((r) => r.pollers ?? [], () => undefined);
+    // gRPC DEADLINE_EXCEEDED: nobody took the query in time, whatever the server remembers of earlier pollers.
+    const timedOut = (err as { cause?: { code?: number } }).cause?.code === 4 || (err as { code?: number }).code === 4;
+    if (pollers?.length === 0 || timedOut) {
+      const seen = pollers?.map((p) => p.lastAccessTime?.seconds).filter((t) => t !== undefined && t !== null).map(Number).sort().at(-1);
+      const what = pollers?.length === 0 ? `no worker is polling task queue "${taskQueue}"`
+        : `no worker answered within ${queryDeadlineMs / 1000} s on task queue "${taskQueue}"${seen ? ` (a worker last polled at ${new Date(seen * 1000).toISOString()})` : ''}`;
+      throw new Error(`${what}, so the workflow ${handle.workflowId} cannot answer: is the operator running? `
+        + 'Check its pods (kubectl -n <operator namespace> get pods), its log, and its /readyz; the Temporal address and namespace it uses must match this command\'s.', { cause: err });
+    }
+    throw new Error(`the workflow ${handle.workflowId} did not answer: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   }
 }
 
-/** A few lines a person reads. */
-export function formatRollout(r: RolloutState): string {
+/** A few lines a person reads; the time left in a pause is computed from its end, now. */
+export function formatRollout(r: RolloutState, now = Date.now()): string {
   const lines = [
     `canary ${r.key.replace('|', ' (')}) — ${r.phase}`,
     `  step ${Math.min(r.step + 1, r.totalSteps)}/${r.totalSteps}, weight ${r.weight}%`,
     `  ${r.message}`,
   ];
-  if (r.pauseRemainingMs !== undefined) lines.push(`  pause ends in ${Math.ceil(r.pauseRemainingMs / 1000)} s (${r.pauseEndsAt})`);
+  if (r.pauseEndsAt) lines.push(`  pause ends in ${Math.max(0, Math.ceil((Date.parse(r.pauseEndsAt) - now) / 1000))} s (${r.pauseEndsAt})`);
   if (r.pausedByUser) lines.push('  paused by request: resume or promote to continue');
   const gate = r.gates.at(-1);
-  if (gate) lines.push(`  last health gate: ${gate.ok ? 'pass' : 'FAIL'} — ${gate.reason} (${r.consecutiveFailures} consecutive failures)`);
+  if (gate) {
+    const verdict = gate.ok ? 'pass' : gate.grace ? 'FAIL (start-up grace, not counted)' : 'FAIL';
+    lines.push(`  last health gate: ${verdict} — ${gate.reason} (${r.consecutiveFailures} consecutive failures)`);
+  }
   lines.push(`  deadline ${r.deadlineAt}`);
   if (r.abortedBy) lines.push(`  aborted by ${r.abortedBy}`);
+  if (r.reason) lines.push(`  reason ${r.reason}`);
   return lines.join('\n');
+}
+
+/** One line for a rollout that is over. */
+export function formatResult(r: RolloutResult): string {
+  return `canary ${r.key.replace('|', ' (')}) — ${r.phase}: ${r.message}`;
 }

@@ -14,6 +14,11 @@ export class KubeError extends Error {
     this.reason = reason;
   }
 
+  /** True when the namespace is being deleted and refuses new objects: creating anything there can never succeed. */
+  get namespaceTerminating(): boolean {
+    return this.status === 403 && this.message.includes('because it is being terminated');
+  }
+
   /** True when retrying the same request cannot succeed (the request itself is wrong). */
   get permanent(): boolean {
     // Server-side apply answers a field the schema does not declare with a 500 that no retry can fix.

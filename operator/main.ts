@@ -1,6 +1,9 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import { Runtime, Worker, makeTelemetryFilterString, type Logger as SdkLogger, type LogLevel, type LogMetadata } from '@temporalio/worker';
+import type { Connection } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { createActivities } from '../activities/index.ts';
@@ -22,11 +25,43 @@ export interface RunningOperator {
   server: Server;
 }
 
-function loadKubeConfig(cfg: OperatorConfig): KubeConfig {
+/** The kubeconfig, or an error that names the file and what to fix. */
+export function loadKubeConfig(cfg: Pick<OperatorConfig, 'kubeconfig'>): KubeConfig {
   const kc = new KubeConfig();
-  if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-  else kc.loadFromDefault();
+  const from = cfg.kubeconfig ? `kubeconfig ${cfg.kubeconfig}` : 'the default kubeconfig (KUBECONFIG, ~/.kube/config, or the in-cluster service account)';
+  try {
+    if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+    else kc.loadFromDefault();
+  } catch (err) {
+    throw new Error(`could not load ${from}: ${(err as Error).message}. Point --kubeconfig (or KUBECONFIG) at a valid kubeconfig, or run in a cluster.`, { cause: err });
+  }
+  if (!kc.getCurrentCluster()) {
+    throw new Error(`${from} names no current cluster (current-context "${kc.getCurrentContext()}"). Point --kubeconfig (or KUBECONFIG) at a valid kubeconfig, or run in a cluster.`);
+  }
   return kc;
+}
+
+/**
+ * Connects to Temporal, trying again with backoff (1 s to 30 s) and a log line per failed attempt that names the
+ * address and the cause, until it works or the operator stops. `waiting` tells /readyz what it waits for.
+ */
+async function connectWithRetry<T>(cfg: OperatorConfig, log: Logger, what: string, connect: () => Promise<T>, waiting: (s: string | undefined) => void, stopped: () => boolean): Promise<T> {
+  for (let attempt = 1, delayMs = 1000; ; attempt++, delayMs = Math.min(delayMs * 2, 30_000)) {
+    try {
+      const out = await connect();
+      waiting(undefined);
+      if (attempt > 1) log.info({ address: cfg.temporalAddress, attempts: attempt }, `${what}: connected to Temporal`);
+      return out;
+    } catch (err) {
+      if (stopped()) throw err;
+      const cause = err instanceof Error ? err.message : String(err);
+      const text = `${what}: cannot reach Temporal at ${cfg.temporalAddress} (namespace ${cfg.temporalNamespace}): ${cause}`;
+      waiting(`${text} (attempt ${attempt})`);
+      log.warn({ address: cfg.temporalAddress, namespace: cfg.temporalNamespace, attempt, retryInMs: delayMs, err: cause },
+        `${text}; check --temporal-address, the TLS or API key settings, and that the frontend is reachable from here; trying again in ${delayMs / 1000} s`);
+      await sleep(delayMs);
+    }
+  }
 }
 
 /** Routes the Temporal SDK's own logs through our JSON logger. */
@@ -38,23 +73,19 @@ function sdkLogger(log: Logger): SdkLogger {
   };
 }
 
-async function registerSearchAttributes(cfg: OperatorConfig, log: Logger): Promise<void> {
-  const { connection } = await connectClient(cfg);
+async function registerSearchAttributes(cfg: OperatorConfig, log: Logger, connection: Connection): Promise<void> {
   try {
     const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace: cfg.temporalNamespace });
     const missing = searchAttributeKeys.filter((k) => !(k.name in (customAttributes ?? {})));
     if (missing.length === 0) return;
-    // 2 = INDEXED_VALUE_TYPE_KEYWORD: the proto enum lives in a CommonJS-only module that this ESM code cannot import by name.
     await connection.operatorService.addSearchAttributes({
       namespace: cfg.temporalNamespace,
-      searchAttributes: Object.fromEntries(missing.map((k) => [k.name, 2])),
+      searchAttributes: Object.fromEntries(missing.map((k) => [k.name, proto.temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD])),
     });
     log.info({ added: missing.map((k) => k.name) }, 'registered search attributes');
   } catch (err) {
     // Temporal Cloud registers them through its own control plane; say what to do and carry on.
     log.warn({ err: (err as Error).message }, 'could not register search attributes AppNamespace/AppName/AppPhase (Keyword); register them on the namespace, or the UI cannot filter by them');
-  } finally {
-    await connection.close();
   }
 }
 
@@ -67,6 +98,13 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
   const runs: Promise<void>[] = [];
   let watcher: Watcher | undefined;
   let worker: Worker | undefined;
+  /** What start-up still waits for (Temporal unreachable...), for /readyz. */
+  let waitingFor: string | undefined;
+  /** A replica waiting for the Lease: its watcher is not needed to be ready. */
+  let standby = false;
+  let stopping: Promise<void> | undefined;
+  const retrying = <T>(what: string, connect: () => Promise<T>) =>
+    connectWithRetry(cfg, log, what, connect, (w) => { waitingFor = w; }, () => stopping !== undefined);
 
   let workerMetricsUrl: string | undefined;
   if (cfg.mode !== 'watcher') {
@@ -81,10 +119,25 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     });
   }
 
-  if (cfg.registerSearchAttributes) await registerSearchAttributes(cfg, log);
+  const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
+    healthz: () => ({ ok: true, detail: 'ok' }),
+    readyz: () => {
+      const problems: string[] = waitingFor ? [waitingFor] : [];
+      // A standby replica (not the leader) is ready: its worker serves, its watcher waits for the Lease.
+      if (cfg.mode !== 'worker' && !standby && !watcher?.synced) problems.push('watcher not synced');
+      if (worker && worker.getState() !== 'RUNNING') problems.push(`worker ${worker.getState()}`);
+      return { ok: problems.length === 0, detail: problems.join(', ') || 'ready' };
+    },
+  }, workerMetricsUrl);
+  log.info({ addr: cfg.metricsAddr }, 'serving /metrics, /healthz, /readyz');
+
+  if (cfg.registerSearchAttributes) {
+    const { connection } = await retrying('registering search attributes', () => connectClient(cfg));
+    await registerSearchAttributes(cfg, log, connection).finally(() => connection.close());
+  }
 
   if (cfg.mode !== 'watcher') {
-    const connection = await connectWorker(cfg);
+    const connection = await retrying('worker', () => connectWorker(cfg));
     const kube = new Kube(kc);
     const activities = createActivities({
       kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
@@ -111,7 +164,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
   }
 
   const startWatcher = async (): Promise<() => Promise<void>> => {
-    const { client, connection } = await connectClient(cfg);
+    const { client, connection } = await retrying('watcher', () => connectClient(cfg));
     const wt = new Watcher({
       kc, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
       coalesceMs: cfg.coalesceMs,
@@ -129,7 +182,6 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     };
   };
 
-  let standby = false;
   if (cfg.mode !== 'worker') {
     if (cfg.leaderElect) {
       // Every replica runs a worker; only the Lease holder watches, so each event becomes one signal.
@@ -150,19 +202,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     }
   }
 
-  const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
-    healthz: () => ({ ok: true, detail: 'ok' }),
-    readyz: () => {
-      const problems: string[] = [];
-      // A standby replica (not the leader) is ready: its worker serves, its watcher waits for the Lease.
-      if (cfg.mode !== 'worker' && !standby && !watcher?.synced) problems.push('watcher not synced');
-      if (worker && worker.getState() !== 'RUNNING') problems.push(`worker ${worker.getState()}`);
-      return { ok: problems.length === 0, detail: problems.join(', ') || 'ready' };
-    },
-  }, workerMetricsUrl);
-  log.info({ addr: cfg.metricsAddr }, 'serving /metrics, /healthz, /readyz');
 
-  let stopping: Promise<void> | undefined;
   const stop = () => {
     stopping ??= (async () => {
       for (const s of stops.reverse()) await s();

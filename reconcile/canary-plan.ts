@@ -30,6 +30,7 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
       maxRestarts: canary.healthGates.maxRestarts,
       intervalMs: parseDuration(canary.healthGates.interval),
       failureThreshold: canary.healthGates.failureThreshold,
+      initialDelayMs: parseDuration(canary.healthGates.initialDelay),
     },
     progressDeadlineMs: parseDuration(canary.progressDeadline),
   };

@@ -1,10 +1,50 @@
 import type { Application, ApplicationStatus } from '../api/application.ts';
-import { ConditionType, Phase, Reason } from '../api/constants.ts';
+import { ConditionType, Phase, Reason, isTerminal } from '../api/constants.ts';
 
 /** What the reconcile activity observed of the children that status is derived from. */
 export interface Observed {
   deployment: ObservedDeployment | null;
   service: ObservedService | null;
+  /** The stable pods, read only while some are not available (to say why). */
+  pods?: ObservedPod[];
+}
+
+export interface ObservedPod {
+  metadata: { name: string };
+  status?: {
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+    containerStatuses?: {
+      name: string;
+      state?: { waiting?: { reason?: string; message?: string }; terminated?: { reason?: string; message?: string; exitCode?: number } };
+      lastState?: { terminated?: { reason?: string; exitCode?: number } };
+    }[];
+  };
+}
+
+/** Waiting reasons of a container that is simply on its way. */
+const startingReasons = new Set(['ContainerCreating', 'PodInitializing']);
+
+/**
+ * The first thing keeping a pod from running, as `kubectl describe pod` would show it: a container waiting for a
+ * reason other than starting (ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff...), a container that
+ * failed, or a pod that cannot be scheduled. Null when every pod is merely on its way.
+ */
+export function podIssue(pods: ObservedPod[] | undefined): { reason: string; message: string } | null {
+  for (const pod of pods ?? []) {
+    for (const c of pod.status?.containerStatuses ?? []) {
+      const waiting = c.state?.waiting;
+      if (waiting?.reason && !startingReasons.has(waiting.reason)) {
+        return { reason: waiting.reason, message: `pod ${pod.metadata.name}: container ${c.name}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}` };
+      }
+      const term = c.state?.terminated;
+      if (term && (term.exitCode ?? 0) !== 0) {
+        return { reason: term.reason ?? 'Error', message: `pod ${pod.metadata.name}: container ${c.name} exited with ${term.exitCode ?? '?'}${term.message ? `: ${term.message}` : ''}` };
+      }
+    }
+    const unscheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
+    if (unscheduled) return { reason: unscheduled.reason ?? 'Unschedulable', message: `pod ${pod.metadata.name}: ${unscheduled.message ?? 'cannot be scheduled'}` };
+  }
+  return null;
 }
 
 export interface ObservedDeployment {
@@ -62,9 +102,32 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   if (current && available >= desired) {
     return { phase: Phase.Running, reason: Reason.AllReplicasReady, message: `${available}/${desired} replicas available` };
   }
-  if (available === 0 && !current) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available` };
-  if (available === 0) return { phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/${desired} replicas available` };
-  return { phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated` };
+  // What keeps the rest from running, as kubectl rollout status users expect to see it.
+  const issue = podIssue(observed.pods);
+  const why = issue ? `; ${issue.message}` : '';
+  if (available === 0 && !current) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available${why}` };
+  if (available === 0) return { phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/${desired} replicas available${why}` };
+  return { phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated${why}` };
+}
+
+/** Whether some stable pods are not available (then the pods are read, to say why). */
+export function needsPods(d: ObservedDeployment | null): boolean {
+  if (!d?.status) return false;
+  const { desired, available, current } = rolloutProgress(d);
+  return !(current && available >= desired);
+}
+
+/** The Autoscaled condition: whether the HPA, not spec.replicas, sets the replica count (kubectl scale then does nothing). */
+export function autoscaledCondition(scaling: Scaling | undefined, generation: number | undefined): Condition {
+  if (!scaling?.hpa) return condition(ConditionType.Autoscaled, false, Reason.SpecReplicas, `spec.replicas sets the replica count (${scaling?.specReplicas ?? '?'})`, generation);
+  return condition(ConditionType.Autoscaled, true, Reason.HorizontalPodAutoscaler,
+    `the HorizontalPodAutoscaler sets the replica count (${scaling.hpa.min}-${scaling.hpa.max}); spec.replicas (${scaling.specReplicas}) is ignored and kubectl scale has no effect`, generation);
+}
+
+/** Who sets the stable replica count. */
+export interface Scaling {
+  specReplicas: number;
+  hpa?: { min: number; max: number };
 }
 
 /** How far a Deployment's rollout is: `current` once the controller saw this generation, updated every replica and left no old one. */
@@ -115,6 +178,32 @@ export function decideConditions(phase: Phase, reason: string, message: string, 
   ];
 }
 
+/** What status.canary says, as far as the CanaryProgressing condition needs it. */
+export interface CanaryStatusLike {
+  phase?: string;
+  reason?: string;
+  message?: string;
+}
+
+/**
+ * The CanaryProgressing condition from status.canary: True while a rollout runs (its phase as the reason), False
+ * once it is over, with the outcome's reason (CanaryPromoted, CanaryAborted, HealthGateFailed...) and message, so a
+ * rolled-back canary shows in the conditions and not only in status.canary. None before the first rollout.
+ */
+export function canaryCondition(canary: CanaryStatusLike | undefined, generation: number | undefined): Condition | null {
+  if (!canary?.phase) return null;
+  const over = isTerminal(canary.phase);
+  const reason = over ? canary.reason ?? canary.phase : canary.phase;
+  return condition(ConditionType.CanaryProgressing, !over, reason, canary.message ?? '', generation);
+}
+
+/** The conditions with the canary's replaced (or added, or kept out when there is none). */
+export function withCanaryCondition(conditions: Condition[], canary: CanaryStatusLike | undefined, generation: number | undefined): Condition[] {
+  const c = canaryCondition(canary, generation);
+  const rest = conditions.filter((x) => x.type !== ConditionType.CanaryProgressing);
+  return c ? [...rest, c] : rest;
+}
+
 /** Carries lastTransitionTime over from the previous conditions unless a condition's status flipped. */
 export function withTransitionTimes(next: Condition[], previous: Condition[] | undefined, now: string): Condition[] {
   return next.map((c) => {
@@ -128,18 +217,22 @@ export function desiredStatus(
   app: Pick<Application, 'metadata'>,
   observed: Observed,
   failure: Failure | null,
-  info: { workflowId: string; temporalUI?: string; observedGeneration: number | undefined },
+  info: { workflowId: string; temporalUI?: string; observedGeneration: number | undefined; canary?: CanaryStatusLike; scaling?: Scaling },
 ): Omit<ApplicationStatus, 'lastUpdateTime' | 'canary' | 'conditions'> & { conditions: Condition[] } {
   const { phase, reason, message } = decidePhase(app, observed, failure);
-  const s = observed.deployment?.status;
+  const d = observed.deployment;
+  const s = d?.status;
+  const conditions = [...decideConditions(phase, reason, message, info.observedGeneration), ...(info.scaling ? [autoscaledCondition(info.scaling, info.observedGeneration)] : [])];
   return {
     ...(info.observedGeneration !== undefined ? { observedGeneration: info.observedGeneration } : {}),
     phase,
+    message,
+    ...(d?.spec?.replicas !== undefined ? { desiredReplicas: d.spec.replicas } : {}),
     replicas: s?.replicas ?? 0,
     readyReplicas: s?.readyReplicas ?? 0,
     availableReplicas: s?.availableReplicas ?? 0,
     selector: `app.kubernetes.io/name=${app.metadata.name}`,
-    conditions: decideConditions(phase, reason, message, info.observedGeneration),
+    conditions: withCanaryCondition(conditions, info.canary, info.observedGeneration),
     endpoints: endpointsOf(observed.service),
     workflowId: info.workflowId,
     ...(info.temporalUI ? { temporalUI: info.temporalUI } : {}),

@@ -73,7 +73,7 @@ function container(spec: ApplicationSpec, image: string): V1Container {
   return compact({
     name: CONTAINER_NAME,
     image,
-    ports: spec.service.ports.map((p) => ({ name: p.name, containerPort: p.port, protocol: 'TCP' })),
+    ports: spec.service.ports.map((p) => compact({ name: p.name, containerPort: p.port, protocol: 'TCP' })),
     env: spec.env?.map(envVar),
     resources: resources(spec),
     livenessProbe: probe(spec.healthCheck.livenessProbe),

@@ -108,6 +108,11 @@ export function renderVirtualService(app: Application, options: { canaryWeight: 
   };
 }
 
+/** The part of a VirtualService the weights are read from. */
+export interface RoutesOf {
+  spec?: { http?: { route?: { destination?: { subset?: string }; weight?: number }[] }[] };
+}
+
 /** The traffic split of a VirtualService's first HTTP route, by subset. */
 export interface RouteWeights {
   stable: number;
@@ -119,7 +124,7 @@ export interface RouteWeights {
  * Reads a VirtualService (as rendered, or as read back from the cluster) the way the mesh will route: the weights of
  * its first HTTP route by subset, a lone destination without a weight taking all the traffic. Null for no object.
  */
-export function readRouteWeights(vs: { spec?: { http?: { route?: { destination?: { subset?: string }; weight?: number }[] }[] } } | null): RouteWeights | null {
+export function readRouteWeights(vs: RoutesOf | null): RouteWeights | null {
   if (!vs) return null;
   const routes = vs.spec?.http?.[0]?.route ?? [];
   const weightOf = (r: { weight?: number }) => r.weight ?? (routes.length === 1 ? 100 : 0);

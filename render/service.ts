@@ -1,7 +1,7 @@
 import type { V1Service } from '@kubernetes/client-node';
 import type { Application } from '../api/application.ts';
 import { LABEL_NAME, childName } from '../api/constants.ts';
-import { childMetadata } from './meta.ts';
+import { childMetadata, compact } from './meta.ts';
 
 /** The Service `<app>`: spec type and ports, selecting the pods of every version (Istio splits the traffic). */
 export function renderService(app: Application): V1Service {
@@ -12,7 +12,7 @@ export function renderService(app: Application): V1Service {
     spec: {
       type: app.spec.service.type,
       selector: { [LABEL_NAME]: app.metadata.name },
-      ports: app.spec.service.ports.map((p) => ({ name: p.name, port: p.port, targetPort: p.port, protocol: 'TCP' })),
+      ports: app.spec.service.ports.map((p) => compact({ name: p.name, port: p.port, targetPort: p.port, protocol: 'TCP' })),
     },
   };
 }

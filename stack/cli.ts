@@ -1,7 +1,7 @@
 import { Command } from 'commander';
 import { resolve } from 'node:path';
 import { buildAll } from './build.ts';
-import { demo, stopDemoOperator } from './demo.ts';
+import { demo, demoOperatorStatus, stopDemoOperator } from './demo.ts';
 import { down, envLines, readStack, status, up } from './stack.ts';
 
 const defaultStateDir = process.env['STACK_STATE_DIR'] ?? resolve(import.meta.dirname, '..', '.state', 'stack');
@@ -48,7 +48,12 @@ program.command('status')
       process.exitCode = 1;
       return;
     }
-    for (const r of rows) console.log(`${r.name.padEnd(24)} ${(r.running ? 'running' : 'stopped').padEnd(8)} pid ${String(r.pid ?? '-').padEnd(8)} ports ${r.ports.join(',') || '-'}`);
+    const line = (name: string, running: boolean, pid: number | undefined, ports: number[]) =>
+      console.log(`${name.padEnd(24)} ${(running ? 'running' : 'stopped').padEnd(8)} pid ${String(pid ?? '-').padEnd(8)} ports ${ports.join(',') || '-'}`);
+    for (const r of rows) line(r.name, r.running, r.pid, r.ports);
+    // The operator `npm run demo` started, if any (not a server of the stack: its state does not decide the exit code).
+    const op = await demoOperatorStatus(stateDir());
+    if (op.pid) line('operator (demo)', op.running, op.pid, [op.port]);
     if (rows.some((r) => !r.running)) process.exitCode = 1;
   });
 

@@ -5,7 +5,7 @@ import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildAll } from './build.ts';
-import { isAlive, stopPid } from './processes.ts';
+import { isAlive, isOurs, stopPid } from './processes.ts';
 import { addScrapeTarget, envLines, kubectl, up, type StackInfo } from './stack.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -35,6 +35,12 @@ async function startOperator(info: StackInfo): Promise<{ pid: number; log: strin
     await sleep(500);
   }
   throw new Error(`the operator did not become ready; see ${log}`);
+}
+
+/** The demo's operator process, as `stack status` shows it: its pid (when one was started), whether it runs, its port. */
+export async function demoOperatorStatus(stateDir: string): Promise<{ pid?: number; running: boolean; port: number }> {
+  const pid = Number(await readFile(join(stateDir, 'operator.pid'), 'utf8').catch(() => '0'));
+  return { ...(pid ? { pid } : {}), running: pid > 0 && isOurs(pid, nodeBin), port: Number(operatorMetrics.split(':')[1]) };
 }
 
 /** Stops the demo's operator, if one runs. */

@@ -251,7 +251,56 @@ interface KwokStage {
   };
 }
 
-/** kwok's stages: upstream's node/pod lifecycle with our delays, plus one that keeps the marked image unready. */
+/** Images whose pods kwok treats specially, so tests and demos can make canaries that misbehave. */
+export const testImages = {
+  /** Running but never Ready (a bad canary). */
+  unready: unreadyImage,
+  /** Ready only after slowReadyMs (a slow starter: a JVM, a cache to warm). */
+  slow: 'registry.invalid/app:slow',
+  /** Stuck Pending: ImagePullBackOff. */
+  pullError: 'registry.invalid/app:pull-error',
+  /** Stuck Pending: CreateContainerConfigError (a missing Secret). */
+  configError: 'registry.invalid/app:config-error',
+} as const;
+
+/** How long pods of testImages.slow take to become Ready. */
+export const slowReadyMs = 15_000;
+
+const podStage = (name: string, image: string, delayMs: number, status: string[], extra: KwokStage['spec']['selector']['matchExpressions'] = []) => ({
+  apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name },
+  spec: {
+    resourceRef: { apiGroup: 'v1', kind: 'Pod' },
+    selector: {
+      matchExpressions: [
+        { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
+        { key: '.status.phase', operator: 'In', values: ['Pending'] },
+        { key: '.status.conditions.[] | select( .type == "Initialized" ) | .status', operator: 'In', values: ['True'] },
+        { key: '.spec.containers.[].image', operator: 'In', values: [image] },
+        ...extra,
+      ],
+    },
+    delay: { durationMilliseconds: delayMs },
+    next: { statusTemplate: ['{{ $now := Now }}', ...status].join('\n') },
+  },
+});
+
+const notReady = [
+  'conditions:',
+  '- {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}',
+  '- {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}',
+];
+
+/** A pod stuck before its container starts, waiting with `reason` and `message` (a Go template), as the kubelet reports it. */
+const waitingStage = (name: string, image: string, reason: string, message: string, delayMs: number) => podStage(name, image, delayMs, [
+  ...notReady,
+  'containerStatuses:',
+  '{{ range .spec.containers }}',
+  `- {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: false, restartCount: 0, state: {waiting: {reason: ${reason}, message: {{ ${message} | Quote }}}}}`,
+  '{{ end }}',
+  'phase: Pending',
+], [{ key: '.status.containerStatuses.[].state.waiting.reason', operator: 'In', values: ['ContainerCreating'] }]);
+
+/** kwok's stages: upstream's node/pod lifecycle with our delays, plus the misbehaving images of testImages. */
 async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: number): Promise<void> {
   const { kwokStageFilesIn } = await import('./build.ts');
   const docs: unknown[] = [];
@@ -262,41 +311,30 @@ async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: n
         // Upstream waits 1-6 s per pod transition and deletes pods only at their grace deadline; tests need seconds.
         stage.spec.delay = { durationMilliseconds: podDelayMs, jitterDurationMilliseconds: podDelayMs * 2 };
         if (stage.metadata.name === 'pod-ready') {
-          stage.spec.selector.matchExpressions.push({ key: '.spec.containers.[].image', operator: 'NotIn', values: [unreadyImage] });
+          stage.spec.selector.matchExpressions.push({ key: '.spec.containers.[].image', operator: 'NotIn', values: Object.values(testImages) });
+          // The same transition, only late, for the slow starter.
+          const slow = structuredClone(stage);
+          slow.metadata.name = 'pod-ready-slow';
+          slow.spec.selector.matchExpressions = slow.spec.selector.matchExpressions.filter((e) => e.key !== '.spec.containers.[].image');
+          slow.spec.selector.matchExpressions.push({ key: '.spec.containers.[].image', operator: 'In', values: [testImages.slow] });
+          slow.spec.delay = { durationMilliseconds: slowReadyMs };
+          docs.push(slow);
         }
       }
       docs.push(stage);
     }
   }
-  docs.push({
-    apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name: 'pod-running-unready' },
-    spec: {
-      resourceRef: { apiGroup: 'v1', kind: 'Pod' },
-      selector: {
-        matchExpressions: [
-          { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
-          { key: '.status.phase', operator: 'In', values: ['Pending'] },
-          { key: '.status.conditions.[] | select( .type == "Initialized" ) | .status', operator: 'In', values: ['True'] },
-          { key: '.spec.containers.[].image', operator: 'In', values: [unreadyImage] },
-        ],
-      },
-      delay: { durationMilliseconds: podDelayMs, jitterDurationMilliseconds: podDelayMs * 2 },
-      next: {
-        statusTemplate: [
-          '{{ $now := Now }}',
-          'conditions:',
-          '- {type: Ready, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}',
-          '- {type: ContainersReady, status: "False", reason: ContainersNotReady, lastTransitionTime: {{ $now | Quote }}}',
-          'containerStatuses:',
-          '{{ range .spec.containers }}',
-          '- {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: true, restartCount: 0, state: {running: {startedAt: {{ $now | Quote }}}}}',
-          '{{ end }}',
-          'phase: Running',
-          'startTime: {{ $now | Quote }}',
-        ].join('\n'),
-      },
-    },
-  });
+  docs.push(podStage('pod-running-unready', testImages.unready, podDelayMs, [
+    ...notReady,
+    'containerStatuses:',
+    '{{ range .spec.containers }}',
+    '- {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: true, restartCount: 0, state: {running: {startedAt: {{ $now | Quote }}}}}',
+    '{{ end }}',
+    'phase: Running',
+    'startTime: {{ $now | Quote }}',
+  ]));
+  docs.push(waitingStage('pod-image-pull-backoff', testImages.pullError, 'ImagePullBackOff', 'printf `Back-off pulling image "%s": manifest unknown` .image', podDelayMs));
+  docs.push(waitingStage('pod-create-container-config-error', testImages.configError, 'CreateContainerConfigError', '`secret "app-secret" not found`', podDelayMs));
   await writeFile(join(stateDir, 'kwok.yaml'), docs.map((d) => stringify(d)).join('---\n'));
 }
 
@@ -525,5 +563,13 @@ export function envLines(info: StackInfo): string {
     `export TEMPORAL_UI_URL=${info.temporalUiUrl}`,
     `export PROMETHEUS_ADDRESS=${info.prometheusUrl}`,
     `export STACK_STATE_DIR=${info.stateDir}`,
+    // kubectl, the temporal CLI, helm, and the kubectl-app plugin, so the README's commands work in a fresh shell.
+    `export PATH="${toolDirs().join(':')}:$PATH"`,
   ].join('\n');
+}
+
+/** The folders of the cached client tools and of the project's own commands. */
+export function toolDirs(): string[] {
+  const a = artifactPaths();
+  return [dirname(a.kubectl), dirname(a.temporal), dirname(a.helm), join(repoRoot, 'bin')];
 }

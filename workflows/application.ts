@@ -2,11 +2,11 @@ import {
   ActivityFailure, ApplicationFailure, ParentClosePolicy, allHandlersFinished, condition, continueAsNew, log, proxyActivities,
   setCurrentDetails, setHandler, startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { FailureType, isTerminal } from '../api/constants.ts';
+import { FailureType, canaryName, isTerminal } from '../api/constants.ts';
 import type { Activities } from '../activities/index.ts';
 import type { ReconcileResult } from '../activities/types.ts';
 import {
-  changedSignal, controlActions, controlSignals, defaultLoopOptions, rolloutWorkflowId, stateQuery,
+  changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type LoopOptions, type RolloutResult,
 } from './contract.ts';
 import type { RolloutPlan } from './rollout/plan.ts';
@@ -61,9 +61,16 @@ class ApplicationEntity {
     this.publishedPhase = c?.lastPhase;
   }
 
-  changed(reason: ChangeReason): void {
+  changed(reason: ChangeReason, object?: string): void {
     this.pending.add(reason);
     this.state.lastReason = reason;
+    // A running rollout looks at once when one of its children changed: a hand edit of its routes, its Deployment
+    // deleted, its pods becoming ready or not. It puts back what was taken and moves traffic off an empty canary.
+    const running = this.running;
+    const canary = `Deployment/${canaryName({ metadata: { name: this.state.name } })}`;
+    if (running && (reason === 'child' || (reason === 'child-status' && object === canary))) {
+      void running.handle.signal(recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => log.warn('could not ask the rollout to recheck', { err: String(err) }));
+    }
   }
 
   query(): ApplicationState {
@@ -246,7 +253,7 @@ class ApplicationEntity {
  */
 export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
   const app = new ApplicationEntity(input);
-  setHandler(changedSignal, (s) => app.changed(s.reason));
+  setHandler(changedSignal, (s) => app.changed(s.reason, s.object));
   setHandler(stateQuery, () => app.query());
   for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));
 

@@ -92,6 +92,8 @@ export interface RolloutResult {
 export interface GateVerdict {
   at: string;
   ok: boolean;
+  /** A failure during the start-up grace: recorded, not counted. */
+  grace?: boolean;
   readyReplicas: number;
   restarts: number;
   reason: string;
@@ -110,15 +112,17 @@ export interface RolloutState {
   weight: number;
   message: string;
   startedAt: string;
+  /** When a timed pause ends (clients compute the time left from it). */
   pauseEndsAt?: string;
-  /** Milliseconds left in a timed pause, computed when queried. */
-  pauseRemainingMs?: number;
   /** Paused by a user (as opposed to a pause step). */
   pausedByUser: boolean;
   deadlineAt: string;
   gates: GateVerdict[];
   consecutiveFailures: number;
+  /** When the canary first had minReadyReplicas ready: from then on, failed gates count. */
+  readySince?: string;
   abortedBy?: string;
+  /** Why the rollout ended short of promotion, as a CamelCase reason (the message says it in words). */
   reason?: string;
 }
 
@@ -148,3 +152,6 @@ export const controlUpdates = {
 } as const satisfies Record<ControlAction, unknown>;
 
 export const rolloutQuery = defineQuery<RolloutState | null>('rollout');
+
+/** Sent by the Application's workflow when a child the rollout owns changed (a hand edit, a deletion, canary pods): check now. */
+export const recheckSignal = defineSignal<[{ object?: string }]>('recheck');

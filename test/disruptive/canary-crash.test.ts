@@ -16,7 +16,7 @@ import { eventually } from '../../lib/poll.ts';
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
 const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, name, {
   image: 'nginx:1.25', replicas: 1,
-  serviceMesh: { enabled: true, canary: { enabled: true, healthGates: { interval: '1s', failureThreshold: 3 }, ...canary } },
+  serviceMesh: { enabled: true, canary: { enabled: true, healthGates: { interval: '1s', failureThreshold: 3, initialDelay: '2s' }, ...canary } },
 });
 
 async function canaryPhase(ns: string, name: string): Promise<Json | undefined> {

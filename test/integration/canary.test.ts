@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
-import { control } from '../../client/control.ts';
+import { control, formatRollout } from '../../client/control.ts';
 import { applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId } from '../../workflows/contract.ts';
 import { appManifest, closeTemporal, getApp, getDeployment, kube, temporalClient, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { assertSteadyState, destinationRule, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
@@ -14,7 +14,7 @@ import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
-const gates = { interval: '1s', failureThreshold: 3 };
+const gates = { interval: '1s', failureThreshold: 3, initialDelay: '2s' };
 const meshApp = (ns: string, name: string, canary?: Json) => appManifest(ns, name, {
   image: 'nginx:1.25', replicas: 2,
   serviceMesh: { enabled: true, ...(canary ? { canary: { healthGates: gates, ...canary } } : {}) },
@@ -74,11 +74,13 @@ describe('canary rollouts', () => {
     await waitCanaryPhase(ns.name, 'abort', 'Paused');
     await control(await temporalClient(), 'pause', ns.name, 'abort');
     await assert.rejects(control(await temporalClient(), 'pause', ns.name, 'abort'), /pause rejected: the rollout is already paused/);
-    const state = await control(await temporalClient(), 'abort', ns.name, 'abort', 'bad metrics');
-    assert.equal(state.key, 'v3|nginx:v3');
+    const outcome = await control(await temporalClient(), 'abort', ns.name, 'abort', 'bad metrics');
+    assert.equal(outcome.state?.key, 'v3|nginx:v3');
+    assert.equal(outcome.state?.phase, 'Aborting', 'the reply shows the state after the abort was accepted');
     const app = await waitCanaryPhase(ns.name, 'abort', 'Aborted');
     assert.match(app.status.canary.abortedBy, /@/);
-    assert.match(app.status.canary.reason, /bad metrics/);
+    assert.equal(app.status.canary.reason, 'CanaryAborted');
+    assert.match(app.status.canary.message, /bad metrics/);
     await assertSteadyState(ns.name, 'abort');
     assert.equal((await getDeployment(ns.name, 'abort'))!.spec.template.spec.containers[0].image, 'nginx:1.25');
     await sleep(3000);
@@ -108,7 +110,9 @@ describe('canary rollouts', () => {
     await waitCanaryPhase(ns.name, 'hold', 'Paused');
     const handle = (await temporalClient()).workflow.getHandle(rolloutWorkflowId(ns.name, 'hold'));
     const timed = await handle.query(rolloutQuery);
-    assert.ok(timed!.pauseRemainingMs! > 3_500_000 && timed!.pauseRemainingMs! <= 3_600_000, `time left ${timed!.pauseRemainingMs}`);
+    const left = Date.parse(timed!.pauseEndsAt!) - Date.now();
+    assert.ok(left > 3_500_000 && left <= 3_600_000, `time left ${left}`);
+    assert.match(formatRollout(timed!), /pause ends in 3[56]\d\d s/);
     await control(await temporalClient(), 'resume', ns.name, 'hold');
     await eventually('indefinite pause', async () => ((await handle.query(rolloutQuery))?.step === 2 ? true : undefined));
     await sleep(3000);
@@ -121,7 +125,12 @@ describe('canary rollouts', () => {
   it('rolls a bad canary back by itself, never routing to it, and says why', async () => {
     await apply(meshApp(ns.name, 'bad', { enabled: true, canaryVersion: 'bad', image: unreadyImage, steps: [{ setWeight: 50 }, { pause: {} }] }));
     const app = await waitCanaryPhase(ns.name, 'bad', 'RolledBack');
-    assert.match(app.status.canary.reason, /health gate failed 3 times.*0\/1 canary replicas ready/);
+    assert.equal(app.status.canary.reason, 'HealthGateFailed');
+    assert.match(app.status.canary.message, /health gate failed 3 times.*0\/1 canary replicas ready/);
+    // The conditions say it too, not only status.canary.
+    const cond = app.status.conditions.find((c: Json) => c.type === 'CanaryProgressing');
+    assert.deepEqual([cond?.status, cond?.reason], ['False', 'HealthGateFailed']);
+    assert.match(cond?.message, /rolled back: health gate failed/);
     await assertSteadyState(ns.name, 'bad');
     // By uid, as kubectl describe looks them up.
     const events = await kube(['-n', ns.name, 'get', 'events', '--field-selector', `involvedObject.uid=${app.metadata.uid}`, '-o', 'jsonpath={.items[*].reason}']);

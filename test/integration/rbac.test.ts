@@ -240,7 +240,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
       'canary': async (t) => {
         await applyAsUser(appManifest(n, 'full', {
           ...fullSpec(storage), image: 'nginx:1.27',
-          serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', healthGates: { interval: '1s', failureThreshold: 3 }, steps: [{ setWeight: 50 }, { pause: { duration: '3s' } }] } },
+          serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', healthGates: { interval: '1s', failureThreshold: 3, initialDelay: '2s' }, steps: [{ setWeight: 50 }, { pause: { duration: '3s' } }] } },
         }));
         await until('50% of traffic on the canary', async () => {
           const routes: Json[] = (await getObject('networking.istio.io/v1', 'VirtualService', n, 'full'))?.spec?.http?.[0]?.route ?? [];

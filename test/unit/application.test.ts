@@ -51,7 +51,7 @@ describe('defaults', () => {
         canaryVersion: 'v2',
         weight: 0,
         replicas: 1,
-        healthGates: { minReadyReplicas: 1, maxRestarts: 3, interval: '10s', failureThreshold: 3 },
+        healthGates: { minReadyReplicas: 1, maxRestarts: 3, interval: '10s', failureThreshold: 3, initialDelay: '60s' },
         progressDeadline: '30m',
       },
     });
@@ -126,7 +126,7 @@ describe('canaryImage', () => {
     { image: 'nginx', canary: { canaryVersion: 'v2' }, expected: 'nginx:v2' },
     { image: 'registry.local:5000/team/app:1.0', canary: { canaryVersion: '1.1' }, expected: 'registry.local:5000/team/app:1.1' },
     { image: 'registry.local:5000/team/app', canary: { canaryVersion: '1.1' }, expected: 'registry.local:5000/team/app:1.1' },
-    { image: 'app:1.0@sha256:abcd', canary: { canaryVersion: '2.0' }, expected: 'app:2.0' },
+    { image: `app:1.0@sha256:${'ab'.repeat(32)}`, canary: { canaryVersion: '2.0' }, expected: 'app:2.0' },
     { image: 'nginx:1.25', canary: { canaryVersion: 'v2', image: 'ghcr.io/acme/nginx:canary' }, expected: 'ghcr.io/acme/nginx:canary' },
   ];
   for (const { image, canary, expected } of cases) {

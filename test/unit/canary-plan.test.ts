@@ -20,7 +20,7 @@ function app(spec: JsonObject): Application {
 
 const canaryApp = (canary: JsonObject = {}, image = 'nginx:1.25') => app({ image, ...withCanary(canary) });
 
-const defaultGates = { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3 };
+const defaultGates = { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 60_000 };
 
 describe('rolloutPlan', () => {
   test('seed form: set the weight, then wait for promote', () => {
@@ -73,9 +73,9 @@ describe('rolloutPlan', () => {
 
   test('health gates and the progress deadline in ms', () => {
     const plan = rolloutPlan(
-      canaryApp({ replicas: 3, healthGates: { minReadyReplicas: 2, maxRestarts: 0, interval: '1m', failureThreshold: 5 }, progressDeadline: '1h' }),
+      canaryApp({ replicas: 3, healthGates: { minReadyReplicas: 2, maxRestarts: 0, interval: '1m', failureThreshold: 5, initialDelay: '2m30s' }, progressDeadline: '1h' }),
     );
-    assert.deepEqual(plan?.gates, { minReadyReplicas: 2, maxRestarts: 0, intervalMs: 60_000, failureThreshold: 5 });
+    assert.deepEqual(plan?.gates, { minReadyReplicas: 2, maxRestarts: 0, intervalMs: 60_000, failureThreshold: 5, initialDelayMs: 150_000 });
     assert.equal(plan?.progressDeadlineMs, 3_600_000);
   });
 
@@ -84,7 +84,7 @@ describe('rolloutPlan', () => {
     { name: 'untagged image gets the version', image: 'nginx', canary: {}, expected: 'nginx:v2' },
     { name: 'registry port is not a tag', image: 'registry.local:5000/team/shop', canary: {}, expected: 'registry.local:5000/team/shop:v2' },
     { name: 'tag after a registry port', image: 'registry.local:5000/team/shop:1.0', canary: {}, expected: 'registry.local:5000/team/shop:v2' },
-    { name: 'digest dropped', image: 'nginx:1.25@sha256:0123456789abcdef', canary: {}, expected: 'nginx:v2' },
+    { name: 'digest dropped', image: `nginx:1.25@sha256:${'0123456789abcdef'.repeat(4)}`, canary: {}, expected: 'nginx:v2' },
     { name: 'explicit canary image wins', image: 'nginx:1.25', canary: { image: 'ghcr.io/acme/shop:canary-7' }, expected: 'ghcr.io/acme/shop:canary-7' },
   ];
   for (const c of images) {

@@ -81,10 +81,11 @@ describe('CRD', () => {
     assert.deepEqual(version.subresources.scale, { specReplicasPath: '.spec.replicas', statusReplicasPath: '.status.replicas', labelSelectorPath: '.status.selector' });
   });
 
-  test('prints phase, replicas, canary weight and age', () => {
+  test('prints phase, replicas from status (the HPA may own the count), canary weight and age', () => {
     const columns = Object.fromEntries(version.additionalPrinterColumns.map((c) => [c.name, c.jsonPath]));
     assert.equal(columns.Phase, '.status.phase');
-    assert.equal(columns.Replicas, '.spec.replicas');
+    assert.equal(columns.Desired, '.status.desiredReplicas');
+    assert.equal(columns.Message, '.status.message');
     assert.equal(columns.Available, '.status.availableReplicas');
     assert.equal(columns.Canary, '.status.canary.weight');
     assert.equal(columns.Image, '.spec.image');

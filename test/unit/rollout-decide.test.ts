@@ -2,10 +2,10 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
-import { gateVerdict, interruption, routableWeight, weightAfterGate } from '../../workflows/rollout/decide.ts';
+import { failureCounts, gateVerdict, interruption, routableWeight, weightAfterGate } from '../../workflows/rollout/decide.ts';
 import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
-const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3 };
+const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
 
 /** A healthy canary of 2 replicas, with `h` overriding any field. */
 const health = (h: Partial<CanaryHealth> = {}): CanaryHealth => ({ exists: true, readyReplicas: 2, desiredReplicas: 2, restarts: 0, ...h });
@@ -47,6 +47,16 @@ describe('weightAfterGate', () => {
   for (const c of cases) test(c.name, () => assert.equal(weightAfterGate(c.current, c.target, health({ readyReplicas: c.ready }), c.ok), c.weight));
 });
 
+describe('failureCounts: the start-up grace', () => {
+  const cases: { name: string; everReady: boolean; ageMs: number; counts: boolean }[] = [
+    { name: 'starting, inside the grace: not counted', everReady: false, ageMs: 5_000, counts: false },
+    { name: 'never ready, grace over: counted', everReady: false, ageMs: 60_000, counts: true },
+    { name: 'was ready once: counted even inside the grace', everReady: true, ageMs: 1_000, counts: true },
+  ];
+  for (const c of cases) test(c.name, () => assert.equal(failureCounts({ everReady: c.everReady, now: 100_000 + c.ageMs, createdAt: 100_000, initialDelayMs: 60_000 }), c.counts));
+  test('no grace: every failure counts', () => assert.equal(failureCounts({ everReady: false, now: 5, createdAt: 5, initialDelayMs: 0 }), true));
+});
+
 describe('interruption', () => {
   const base = {
     abort: undefined, consecutiveFailures: 0, lastGate: undefined, gates, now: 1000, deadline: 2000, pausing: false,
@@ -55,13 +65,14 @@ describe('interruption', () => {
   const lastGate = { at: '', ok: false, readyReplicas: 0, restarts: 0, reason: '0/2 ready' };
   test('nothing to stop for', () => assert.equal(interruption(base), null));
   test('an abort wins over everything and says who', () => assert.deepEqual(
-    interruption({ ...base, abort: { by: 'ann', reason: 'bad' }, consecutiveFailures: 9, now: 5000 }), { phase: 'Aborted', reason: 'bad', by: 'ann' }));
-  test('an abort without a reason', () => assert.deepEqual(interruption({ ...base, abort: {} }), { phase: 'Aborted', reason: 'aborted', by: 'unknown' }));
+    interruption({ ...base, abort: { by: 'ann', reason: 'bad' }, consecutiveFailures: 9, now: 5000 }), { phase: 'Aborted', reason: 'CanaryAborted', message: 'bad', by: 'ann' }));
+  test('an abort without a reason', () => assert.deepEqual(interruption({ ...base, abort: {} }), { phase: 'Aborted', reason: 'CanaryAborted', message: 'aborted', by: 'unknown' }));
   test('failures below the threshold go on', () => assert.equal(interruption({ ...base, consecutiveFailures: 2, lastGate }), null));
   test('failures at the threshold roll back with the last verdict', () => assert.deepEqual(
-    interruption({ ...base, consecutiveFailures: 3, lastGate }), { phase: 'RolledBack', reason: 'health gate failed 3 times in a row: 0/2 ready' }));
+    interruption({ ...base, consecutiveFailures: 3, lastGate }),
+    { phase: 'RolledBack', reason: 'HealthGateFailed', message: 'health gate failed 3 times in a row: 0/2 ready' }));
   test('the deadline rolls back', () => assert.deepEqual(
-    interruption({ ...base, now: 2000 }), { phase: 'RolledBack', reason: 'progress deadline of 60 s exceeded (step 2/4)' }));
+    interruption({ ...base, now: 2000 }), { phase: 'RolledBack', reason: 'ProgressDeadlineExceeded', message: 'progress deadline of 60 s exceeded (step 2/4)' }));
   test('the deadline does not run out during a pause', () => assert.equal(interruption({ ...base, now: 9000, pausing: true }), null));
 });
 

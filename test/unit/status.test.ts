@@ -2,13 +2,19 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Phase, Reason } from '../../api/constants.ts';
 import {
+  autoscaledCondition,
+  canaryCondition,
   decideConditions,
   decidePhase,
   desiredStatus,
   endpointsOf,
+  needsPods,
+  podIssue,
   statusChanged,
+  withCanaryCondition,
   withTransitionTimes,
   type Condition,
+  type ObservedPod,
   type Failure,
   type Observed,
   type ObservedDeployment,
@@ -329,6 +335,8 @@ describe('desiredStatus', () => {
     assert.deepEqual(desiredStatus(app(), observed(deployment({ ready: 3 }), service), null, info), {
       observedGeneration: 4,
       phase: Phase.Running,
+      message: '3/3 replicas available',
+      desiredReplicas: 3,
       replicas: 3,
       readyReplicas: 3,
       availableReplicas: 3,
@@ -348,6 +356,7 @@ describe('desiredStatus', () => {
   test('an invalid spec with nothing observed', () => {
     assert.deepEqual(desiredStatus(app(), observed(null), invalidSpec, { workflowId: 'w', observedGeneration: undefined }), {
       phase: Phase.Failed,
+      message: invalidSpec.message,
       replicas: 0,
       readyReplicas: 0,
       availableReplicas: 0,
@@ -356,6 +365,75 @@ describe('desiredStatus', () => {
       endpoints: [],
       workflowId: 'w',
     });
+  });
+});
+
+type Json = Record<string, any>;
+
+describe('status says why pods do not run, and who owns the replica count', () => {
+  const pod = (name: string, containers: Json[], conditions: Json[] = []): ObservedPod => ({ metadata: { name }, status: { containerStatuses: containers, conditions } }) as ObservedPod;
+  const cases: { name: string; pods: ObservedPod[]; issue: { reason: string; message: string } | null }[] = [
+    { name: 'no pods yet', pods: [], issue: null },
+    { name: 'containers still creating', pods: [pod('a', [{ name: 'app', state: { waiting: { reason: 'ContainerCreating' } } }])], issue: null },
+    {
+      name: 'an image that cannot be pulled', pods: [pod('a', [{ name: 'app', state: { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "x"' } } }])],
+      issue: { reason: 'ImagePullBackOff', message: 'pod a: container app: ImagePullBackOff: Back-off pulling image "x"' },
+    },
+    {
+      name: 'a missing Secret, after a starting pod', pods: [pod('a', [{ name: 'app', state: { waiting: { reason: 'ContainerCreating' } } }]), pod('b', [{ name: 'app', state: { waiting: { reason: 'CreateContainerConfigError', message: 'secret "s" not found' } } }])],
+      issue: { reason: 'CreateContainerConfigError', message: 'pod b: container app: CreateContainerConfigError: secret "s" not found' },
+    },
+    {
+      name: 'a crashed container', pods: [pod('a', [{ name: 'app', state: { terminated: { reason: 'Error', exitCode: 2 } } }])],
+      issue: { reason: 'Error', message: 'pod a: container app exited with 2' },
+    },
+    {
+      name: 'an unschedulable pod', pods: [pod('a', [], [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available' }])],
+      issue: { reason: 'Unschedulable', message: 'pod a: 0/2 nodes are available' },
+    },
+  ];
+  for (const c of cases) test(c.name, () => assert.deepEqual(podIssue(c.pods), c.issue));
+
+  test('the Ready condition and status.message carry the pod reason', () => {
+    const pods = [pod('shop-1', [{ name: 'app', state: { waiting: { reason: 'ImagePullBackOff', message: 'nope' } } }])];
+    const s = desiredStatus(app(), { ...observed(deployment({ replicas: 2, ready: 0, available: 0 })), pods }, null, info);
+    assert.match(s.message ?? '', /^0\/3 replicas available; pod shop-1: container app: ImagePullBackOff: nope$/);
+    assert.equal(s.conditions.find((x) => x.type === 'Ready')?.message, s.message);
+  });
+
+  test('pods are read only while some are not available', () => {
+    assert.equal(needsPods(deployment({ ready: 3 })), false);
+    assert.equal(needsPods(deployment({ ready: 1, available: 1 })), true);
+    assert.equal(needsPods(null), false);
+  });
+
+  test('Autoscaled says who sets the count', () => {
+    assert.deepEqual(autoscaledCondition({ specReplicas: 3, hpa: { min: 2, max: 10 } }, 4), {
+      type: 'Autoscaled', status: 'True', reason: 'HorizontalPodAutoscaler', observedGeneration: 4,
+      message: 'the HorizontalPodAutoscaler sets the replica count (2-10); spec.replicas (3) is ignored and kubectl scale has no effect',
+    });
+    assert.equal(autoscaledCondition({ specReplicas: 3 }, 4).status, 'False');
+  });
+});
+
+describe('the CanaryProgressing condition follows status.canary', () => {
+  const cond = (type: string, status: Condition['status']): Condition => ({ type, status, reason: 'r', message: 'm' });
+  const cases: { name: string; canary: Json | undefined; want: [string, string] | null }[] = [
+    { name: 'no rollout yet: no condition', canary: undefined, want: null },
+    { name: 'running', canary: { phase: 'Progressing', message: 'step 1/2' }, want: ['True', 'Progressing'] },
+    { name: 'paused', canary: { phase: 'Paused', message: 'step 2/2' }, want: ['True', 'Paused'] },
+    { name: 'rolled back: the reason of the outcome', canary: { phase: 'RolledBack', reason: 'HealthGateFailed', message: 'x' }, want: ['False', 'HealthGateFailed'] },
+    { name: 'promoted', canary: { phase: 'Promoted', reason: 'CanaryPromoted', message: 'x' }, want: ['False', 'CanaryPromoted'] },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      const got = canaryCondition(c.canary, 3);
+      assert.deepEqual(got ? [got.status, got.reason] : null, c.want);
+    });
+  }
+  test('replaces an earlier one and keeps the rest', () => {
+    const out = withCanaryCondition([cond('Ready', 'True'), { ...cond('CanaryProgressing', 'True'), reason: 'Paused' }], { phase: 'Aborted', reason: 'CanaryAborted', message: 'm' }, 1);
+    assert.deepEqual(out.map((x) => `${x.type}=${x.status}:${x.reason}`), ['Ready=True:r', 'CanaryProgressing=False:CanaryAborted']);
   });
 });
 

@@ -4,10 +4,10 @@ import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } f
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FailureType } from '../../api/constants.ts';
-import { controlSignals, controlUpdates, rolloutQuery, rolloutWorkflowType, type ControlAction, type RolloutResult } from '../../workflows/contract.ts';
+import { controlSignals, controlUpdates, recheckSignal, rolloutQuery, rolloutWorkflowType, type ControlAction, type RolloutResult } from '../../workflows/contract.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
-import { WorkflowTier, failure, plan, sleep, type Recorder, type Script } from './stubs.ts';
+import { WorkflowTier, failure, gates, plan, sleep, type Recorder, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
 
@@ -48,7 +48,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.equal(result.phase, 'Promoted');
     assert.deepEqual(run.r.weights(), [20, 60, 0]);
     assert.deepEqual(run.r.phases(), ['Progressing', 'Paused', 'Progressing', 'Promoting', 'Promoted']);
-    const order = run.r.names().filter((n) => !['canaryHealth', 'writeCanaryStatus'].includes(n));
+    const order = run.r.names().filter((n) => !['observeCanary', 'writeCanaryStatus'].includes(n));
     assert.deepEqual(order, ['prepareCanary', 'setCanaryWeight', 'setCanaryWeight', 'promoteStable', 'stableRolledOut', 'setCanaryWeight', 'removeCanary', 'finishCanarySpec']);
   });
 
@@ -60,7 +60,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   });
 
   it('the progress deadline rolls back a canary that never gets ready', async () => {
-    const run = await start(plan({ progressDeadlineMs: 800, gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 1000 } }), {
+    const run = await start(plan({ progressDeadlineMs: 800, gates: { ...gates, failureThreshold: 1000 } }), {
       health: () => ({ readyReplicas: 0 }),
     });
     const result = await finish(run);
@@ -87,18 +87,18 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   });
 
   it('holds the weight at 0 until a canary replica is ready', async () => {
-    const run = await start(plan({ gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 20 } }), {
+    const run = await start(plan({ gates: { ...gates, failureThreshold: 20 } }), {
       health: (n) => (n < 6 ? { readyReplicas: 0 } : {}),
     });
     const result = await finish(run);
     assert.equal(result.phase, 'Promoted');
     const firstRoute = run.r.calls.findIndex((c) => c.name === 'setCanaryWeight');
-    const checksBefore = run.r.calls.slice(0, firstRoute).filter((c) => c.name === 'canaryHealth').length;
+    const checksBefore = run.r.calls.slice(0, firstRoute).filter((c) => c.name === 'observeCanary').length;
     assert.ok(checksBefore >= 7, `routed after ${checksBefore} checks`);
   });
 
   it('drops traffic to 0 at once when the canary loses its ready replicas, and restores it when they are back', async () => {
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }, { kind: 'pause', ms: null }], gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 50 } }), {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }, { kind: 'pause', ms: null }], gates: { ...gates, failureThreshold: 50 } }), {
       health: (n) => (n >= 3 && n < 6 ? { readyReplicas: 0 } : {}),
     });
     await run.r.until('dropped to 0 and back', (r) => r.weights().join() === '30,0,30');
@@ -179,7 +179,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   it('update validators refuse with messages, and a refused update changes nothing', async () => {
     const refused = (pattern: RegExp) => (e: unknown) => e instanceof WorkflowUpdateFailedError && pattern.test(e.cause?.message ?? '');
     // Waiting for a ready replica that never comes: Progressing, not paused.
-    const run = await start(plan({ gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 1000 } }), { health: () => ({ readyReplicas: 0 }) });
+    const run = await start(plan({ gates: { ...gates, failureThreshold: 1000 } }), { health: () => ({ readyReplicas: 0 }) });
     await run.r.until('waiting for a ready replica', (r) => /waiting for 1 ready canary replica/.test(r.last()?.message ?? ''));
     await assert.rejects(control(run, 'resume'), refused(/the rollout is not paused/));
     assert.equal((await run.handle.query(rolloutQuery))?.pausedByUser, false);
@@ -208,4 +208,95 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.match(result.message, /Superseded/);
     assert.equal(run.r.count('restoreStableImage'), 0, 'the stable image was never changed, so not restored');
   });
+
+  it('failed checks during the start-up grace are recorded but not counted; once ready, failures count', async () => {
+    const p = plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }], gates: { ...gates, initialDelayMs: 60_000 } });
+    // Unready for 8 checks (more than the threshold), ready for 3, then failing for good.
+    const run = await start(p, { health: (n) => (n < 8 ? { readyReplicas: 0 } : n < 11 ? {} : { readyReplicas: 0 }) });
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.match(result.message, /health gate failed 3 times in a row/);
+    const state = await run.handle.query(rolloutQuery);
+    assert.ok(state?.readySince, 'the first ready check is recorded');
+    assert.equal(run.r.weights().filter((w) => w > 0).length, 1, 'traffic moved up once the canary was ready');
+  });
+
+  it('a canary that never gets ready is rolled back once the grace has passed', async () => {
+    const run = await start(plan({ gates: { ...gates, initialDelayMs: 600 } }), { health: () => ({ readyReplicas: 0 }) });
+    const started = Date.now();
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.equal((await run.handle.query(rolloutQuery))?.gates.some((g) => g.grace), true, 'failures inside the grace were marked');
+    assert.ok(Date.now() - started >= 600, 'not before the grace ended');
+  });
+
+  it('a hand edit of the routes is put back at the next check, and status says the weight the mesh has', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }, { kind: 'pause', ms: null }] }), { routed: (n) => (n === 6 ? 100 : undefined) });
+    await run.r.until('routed again after the edit', (r) => r.weights().join() === '30,30');
+    await control(run, 'promote');
+    assert.equal((await finish(run)).phase, 'Promoted');
+  });
+
+  it('a deleted canary Deployment: traffic to stable at once, the canary put back, traffic restored when it is ready', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 40 }, { kind: 'pause', ms: null }], gates: { ...gates, failureThreshold: 20 } }), {
+      health: (n) => (n >= 4 && n < 7 ? { exists: false, readyReplicas: 0, desiredReplicas: 0 } : {}),
+    });
+    await run.r.until('restored', (r) => r.weights().join() === '40,0,40');
+    assert.ok(run.r.count('prepareCanary') >= 2, 'the canary was put back');
+    assert.ok(run.r.statuses.some((st) => /the canary Deployment is gone/.test(st.message)), 'status said why');
+    await control(run, 'promote');
+    assert.equal((await finish(run)).phase, 'Promoted');
+  });
+
+  it('a recheck signal runs a gate check at once instead of at the next interval', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }], gates: { ...gates, intervalMs: 60_000 } }));
+    await run.r.until('paused', paused);
+    const checks = run.r.count('observeCanary');
+    await run.handle.signal(recheckSignal, { object: 'VirtualService/app' });
+    await run.r.until('checked again', (r) => r.count('observeCanary') === checks + 1, 10_000);
+    await control(run, 'abort');
+    assert.equal((await finish(run)).phase, 'Aborted');
+  });
+
+  it('an accepted abort answers with the state after it: Aborting, and who asked', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }] }));
+    await run.r.until('paused', paused);
+    const state = await control(run, 'abort', 'gus', 'bad latency');
+    assert.equal(state.phase, 'Aborting');
+    assert.equal(state.message, 'abort requested by gus: bad latency');
+    const result = await finish(run);
+    assert.equal(result.phase, 'Aborted');
+    assert.equal(run.r.last()?.reason, 'CanaryAborted');
+  });
+
+  it('a step that keeps failing says so in status and goes on once it passes', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), {
+      fail: { promoteStable: (n) => (n < 7 ? new Error('503 ServiceUnavailable') : undefined) },
+    });
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted');
+    assert.ok(run.r.statuses.some((st) => /switching the stable Deployment to the canary image keeps failing \(5 attempts\): .*503/.test(st.message)), 'status said it kept failing');
+  });
+
+  it('an abort is honoured while a forward step keeps failing', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { fail: { promoteStable: () => new Error('403 Forbidden') } });
+    await run.r.until('failing visibly', (r) => r.statuses.some((st) => /keeps failing/.test(st.message)));
+    await control(run, 'abort', 'hal');
+    const result = await finish(run);
+    assert.equal(result.phase, 'Aborted');
+    assert.equal(run.r.count('removeCanary'), 1);
+  });
+
+  it('an undo that keeps failing is retried until it succeeds, and status says so meanwhile', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }] }), {
+      fail: { removeCanary: (n) => (n < 6 ? new Error('403 Forbidden: namespace is being terminated? (scripted)') : undefined) },
+    });
+    await run.r.until('paused', paused);
+    await control(run, 'abort');
+    const result = await finish(run);
+    assert.equal(result.phase, 'Aborted');
+    assert.equal(run.r.count('removeCanary'), 7);
+    assert.ok(run.r.statuses.some((st) => st.phase === 'Aborting' && /keeps failing/.test(st.message)));
+  });
 });
+

@@ -3,11 +3,11 @@
 // logic (timers, signals, updates, compensation); the end-to-end tests stay the proof of the features.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Activities } from '../../activities/index.ts';
-import type { CanaryHealth, CanaryStatusInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
+import type { CanaryHealth, CanaryObservation, CanaryStatusInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
@@ -16,6 +16,8 @@ import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
 export interface Script {
   /** The canary's health at the n-th check (0-based); default: 1 of 1 replicas ready. */
   health?: (n: number) => Partial<CanaryHealth>;
+  /** What the VirtualService routes at the n-th check, overriding what the rollout last set (a hand edit). */
+  routed?: (n: number) => number | null | undefined;
   /** stableRolledOut says done from this call on (0-based; default 0). */
   stableDoneAt?: number;
   /** The n-th reconcile pass's answer (0-based); default: a Running app without a canary. */
@@ -40,6 +42,8 @@ export class Recorder {
   readonly violations: string[] = [];
   readonly script: Script;
   private ready = 1;
+  /** The canary weight the (pretend) VirtualService routes: what the rollout last set. */
+  private routedWeight: number | null = 0;
 
   constructor(script: Script) {
     this.script = script;
@@ -84,14 +88,17 @@ export class Recorder {
     const failure = this.script.fail?.[name]?.(n);
     if (failure) throw failure;
     switch (name) {
-      case 'canaryHealth': {
-        const h: CanaryHealth = { exists: true, readyReplicas: 1, desiredReplicas: 1, restarts: 0, ...this.script.health?.(n) };
-        this.ready = h.readyReplicas;
-        return h;
+      case 'observeCanary': {
+        const health: CanaryHealth = { exists: true, readyReplicas: 1, desiredReplicas: 1, restarts: 0, ...this.script.health?.(n) };
+        this.ready = health.readyReplicas;
+        const edited = this.script.routed?.(n);
+        if (edited !== undefined) this.routedWeight = edited;
+        return { health, routedWeight: this.routedWeight, subset: health.exists } satisfies CanaryObservation;
       }
       case 'setCanaryWeight': {
         const weight = input['weight'] as number;
         if (weight > 0 && this.ready === 0) this.violations.push(`routed ${weight}% while the last health check saw 0 ready replicas`);
+        this.routedWeight = weight;
         return { stable: 100 - weight, canary: weight, total: 100 };
       }
       case 'stableRolledOut':
@@ -113,7 +120,7 @@ export class Recorder {
 }
 
 const activityNames: (keyof Activities)[] = [
-  'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'canaryHealth', 'setCanaryWeight', 'removeCanary',
+  'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'setCanaryWeight', 'removeCanary',
   'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus',
 ];
 
@@ -134,6 +141,8 @@ export class WorkflowTier {
   private readonly scenarios = new Map<string, Recorder>();
 
   async start(): Promise<void> {
+    // Scripted activity failures are the point of many scenarios: keep the worker's log to real errors.
+    Runtime.install({ logger: new DefaultLogger('ERROR') });
     const env = await testEnv();
     this.native = await NativeConnection.connect({ address: env.temporalAddress });
     this.connection = await Connection.connect({ address: env.temporalAddress });
@@ -173,12 +182,15 @@ export class WorkflowTier {
   }
 }
 
+/** Gates every 100 ms; three counted failures roll back; no start-up grace unless a scenario asks for one. */
+export const gates = { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 3, initialDelayMs: 0 };
+
 /** A plan with millisecond timings: gates every 100 ms, three failures roll back, a generous deadline. */
 export function plan(over: Partial<RolloutPlan> = {}): RolloutPlan {
   return {
     key: 'v2|app:v2', version: 'v2', image: 'app:v2', stableImage: 'app:v1',
     steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 300 }, { kind: 'weight', weight: 60 }],
-    gates: { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 100, failureThreshold: 3 },
+    gates,
     progressDeadlineMs: 60_000,
     ...over,
   };

@@ -1,6 +1,6 @@
 // The rollout's decisions as pure functions (no Temporal APIs): the workflow gathers, these decide, the workflow
 // acts. Unit-tested directly; the canary activities use the routing rule too.
-import { RolloutPhase } from '../../api/constants.ts';
+import { Reason, RolloutPhase } from '../../api/constants.ts';
 import type { CanaryHealth } from '../../activities/types.ts';
 import type { ControlRequest, GateVerdict } from '../contract.ts';
 import type { HealthGates } from './plan.ts';
@@ -31,13 +31,24 @@ export function weightAfterGate(current: number, target: number, health: CanaryH
   return ok ? routableWeight(target, health.readyReplicas) : current;
 }
 
-/** Why a rollout must stop short of promotion, or null: the one place abort, gate failures and the deadline are decided. */
+/**
+ * Whether a failed check counts toward failureThreshold: only once the canary has been ready, or once the
+ * start-up grace since it was created has passed. Slow starters (a JVM, a cache warming) are not rolled back for
+ * starting slowly; a canary that never gets ready still is, after the grace.
+ */
+export function failureCounts(s: { everReady: boolean; now: number; createdAt: number; initialDelayMs: number }): boolean {
+  return s.everReady || s.now - s.createdAt >= s.initialDelayMs;
+}
+
+/** Why a rollout stops short of promotion: its end phase, a CamelCase reason, a message, and who asked. */
 export interface Interruption {
   phase: typeof RolloutPhase.Aborted | typeof RolloutPhase.RolledBack;
   reason: string;
+  message: string;
   by?: string;
 }
 
+/** The one place an abort, failed gates and the deadline are decided; null to go on. */
 export function interruption(s: {
   abort: ControlRequest | undefined;
   consecutiveFailures: number;
@@ -50,12 +61,18 @@ export function interruption(s: {
   progressDeadlineMs: number;
   message: string;
 }): Interruption | null {
-  if (s.abort) return { phase: RolloutPhase.Aborted, reason: s.abort.reason ?? 'aborted', by: s.abort.by ?? 'unknown' };
+  if (s.abort) return { phase: RolloutPhase.Aborted, reason: Reason.CanaryAborted, message: s.abort.reason ?? 'aborted', by: s.abort.by ?? 'unknown' };
   if (s.consecutiveFailures >= s.gates.failureThreshold) {
-    return { phase: RolloutPhase.RolledBack, reason: `health gate failed ${s.consecutiveFailures} times in a row: ${s.lastGate?.reason ?? 'no verdict'}` };
+    return {
+      phase: RolloutPhase.RolledBack, reason: Reason.HealthGateFailed,
+      message: `health gate failed ${s.consecutiveFailures} times in a row: ${s.lastGate?.reason ?? 'no verdict'}`,
+    };
   }
   if (!s.pausing && s.now >= s.deadline) {
-    return { phase: RolloutPhase.RolledBack, reason: `progress deadline of ${Math.round(s.progressDeadlineMs / 1000)} s exceeded (${s.message})` };
+    return {
+      phase: RolloutPhase.RolledBack, reason: Reason.ProgressDeadlineExceeded,
+      message: `progress deadline of ${Math.round(s.progressDeadlineMs / 1000)} s exceeded (${s.message})`,
+    };
   }
   return null;
 }

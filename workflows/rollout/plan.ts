@@ -9,6 +9,8 @@ export interface HealthGates {
   maxRestarts: number;
   intervalMs: number;
   failureThreshold: number;
+  /** Start-up grace: failed checks count only once the canary has been ready, or this long after it was created. */
+  initialDelayMs: number;
 }
 
 export interface RolloutPlan {

@@ -1,24 +1,31 @@
 // A canary rollout as an entity: its state and the operations the workflow's story is told with (start, a step,
 // a hold, promote, compensate), the control requests it accepts, and how it publishes itself. Decisions are the
 // pure functions of decide.ts; the cluster is reached only through activities.
-import { ActivityFailure, ApplicationFailure, CancellationScope, condition, isCancellation, log, setCurrentDetails } from '@temporalio/workflow';
-import { Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
+import {
+  ActivityFailure, ApplicationFailure, CancellationScope, condition, isCancellation, log, proxyActivities, setCurrentDetails,
+} from '@temporalio/workflow';
+import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { CanaryRef } from '../../activities/types.ts';
 import type { ControlAction, ControlRequest, RolloutInput, RolloutResult, RolloutState } from '../contract.ts';
-import { gateVerdict, interruption, weightAfterGate, type Interruption } from './decide.ts';
+import { failureCounts, gateVerdict, interruption, weightAfterGate, type Interruption } from './decide.ts';
 import { describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
 
-/** The activities a rollout calls. */
-export type RolloutActivities = Pick<Activities,
-  'prepareCanary' | 'canaryHealth' | 'setCanaryWeight' | 'removeCanary' | 'promoteStable' | 'stableRolledOut'
-  | 'restoreStableImage' | 'finishCanarySpec' | 'writeCanaryStatus'>;
+/** Failures no retry can fix: the rollout acts on them at once. */
+export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded];
+
+// A few quick attempts per call (a worker killed mid-activity is noticed in 20 s); past them the rollout says in
+// status that the step keeps failing and tries again with a growing delay (Rollout.persist).
+const acts = proxyActivities<Activities>({
+  startToCloseTimeout: '20s',
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 5, nonRetryableErrorTypes: fatalFailures },
+});
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
   readonly interruption: Interruption;
   constructor(i: Interruption) {
-    super(i.reason);
+    super(i.message);
     this.interruption = i;
   }
 }
@@ -34,24 +41,27 @@ export class Rollout {
   readonly state: RolloutState;
   private readonly plan: RolloutPlan;
   private readonly ref: CanaryRef;
-  private readonly acts: RolloutActivities;
   private promoteRequest: ControlRequest | undefined;
   private abortRequest: ControlRequest | undefined;
-  /** Bumped by every accepted control request, so a waiting rollout wakes up and looks. */
+  /** Bumped by every accepted control request and recheck, so a waiting rollout wakes up and looks. */
   private requests = 0;
   private resumes = 0;
+  /** A child the rollout owns changed: check at once rather than at the next interval. */
+  private recheck = false;
   /** The weight the steps ask for; the routed weight (state.weight) is 0 while the canary has no ready replica. */
   private targetWeight = 0;
   private lastGateAt = 0;
+  /** When a failed check last counted toward failureThreshold. */
+  private lastCountedAt = -Infinity;
+  private createdAt = 0;
   private deadline: number;
   /** Compensations, registered right after the step they undo succeeded; run in reverse. */
   private readonly undos: Undo[] = [];
 
-  constructor(input: RolloutInput, acts: RolloutActivities) {
+  constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
     this.plan = plan;
     this.ref = { namespace, name };
-    this.acts = acts;
     const now = Date.now();
     this.deadline = now + plan.progressDeadlineMs;
     this.state = {
@@ -79,12 +89,19 @@ export class Rollout {
     }
   }
 
-  /** Takes a validated control request; returns the state after it. */
+  /** Takes a validated control request; returns the state after it (an accepted abort already says Aborting). */
   accept(action: ControlAction, request: ControlRequest = {}): RolloutState {
-    if (action === 'promote') this.promoteRequest = request;
-    else if (action === 'abort') this.abortRequest = request;
-    else if (action === 'pause') this.state.pausedByUser = true;
-    else {
+    const by = request.by ? ` by ${request.by}` : '';
+    if (action === 'promote') {
+      this.promoteRequest = request;
+      this.state.message = `promote requested${by}`;
+    } else if (action === 'abort') {
+      this.abortRequest = request;
+      this.state.phase = RolloutPhase.Aborting;
+      this.state.message = `abort requested${by}${request.reason ? `: ${request.reason}` : ''}`;
+    } else if (action === 'pause') {
+      this.state.pausedByUser = true;
+    } else {
       this.state.pausedByUser = false;
       this.resumes++;
     }
@@ -93,10 +110,16 @@ export class Rollout {
     return this.snapshot();
   }
 
-  /** The state as the query answers it, with the time left in a timed pause. */
+  /** A child the rollout owns changed: look now. */
+  recheckNow(object?: string): void {
+    log.info('a child of the rollout changed: checking now', { object });
+    this.recheck = true;
+    this.requests++;
+  }
+
+  /** The state as the query answers it. */
   snapshot(): RolloutState {
-    const ends = this.state.pauseEndsAt ? Date.parse(this.state.pauseEndsAt) : undefined;
-    return { ...this.state, gates: [...this.state.gates], ...(ends !== undefined ? { pauseRemainingMs: Math.max(0, ends - Date.now()) } : {}) };
+    return { ...this.state, gates: [...this.state.gates] };
   }
 
   get promoteRequested(): boolean {
@@ -108,8 +131,9 @@ export class Rollout {
   /** Creates the canary at 0% and checks it once. */
   async start(): Promise<void> {
     await this.publish(RolloutPhase.Progressing, `creating canary ${this.plan.version} (${this.plan.image})`, Reason.CanaryStarted);
-    await this.acts.prepareCanary({ ...this.ref, plan: this.plan });
-    this.onUndo('remove the canary (100% stable, subset and Deployment removed)', () => this.acts.removeCanary(this.ref));
+    await this.persist('creating the canary', () => acts.prepareCanary({ ...this.ref, plan: this.plan }));
+    this.createdAt = Date.now();
+    this.onUndo('remove the canary (100% stable, subset and Deployment removed)', () => acts.removeCanary(this.ref));
     await this.checkGate();
   }
 
@@ -150,45 +174,47 @@ export class Rollout {
     this.state.step = this.plan.steps.length;
     const by = this.promoteRequest?.by ? ` by ${this.promoteRequest.by}` : '';
     await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
-    await this.acts.promoteStable({ ...this.ref, plan: this.plan });
-    this.onUndo(`restore the stable image ${this.plan.stableImage}`, () => this.acts.restoreStableImage({ ...this.ref, plan: this.plan }));
+    await this.persist('switching the stable Deployment to the canary image', () => acts.promoteStable({ ...this.ref, plan: this.plan }));
+    this.onUndo(`restore the stable image ${this.plan.stableImage}`, () => acts.restoreStableImage({ ...this.ref, plan: this.plan }));
     for (;;) {
-      const stable = await this.acts.stableRolledOut({ ...this.ref, image: this.plan.image });
+      const stable = await this.persist('reading the stable Deployment', () => acts.stableRolledOut({ ...this.ref, image: this.plan.image }));
       if (stable.done) break;
       this.state.message = stable.message;
       // Between polls gates keep running and an abort is still honoured.
       await this.watch({ until: Date.now() + Math.min(this.plan.gates.intervalMs, 2000) });
     }
     await this.route(0);
-    await this.acts.removeCanary(this.ref);
-    await this.acts.finishCanarySpec({ ...this.ref, plan: this.plan });
+    await this.persist('removing the canary', () => acts.removeCanary(this.ref));
+    await this.persist('switching the spec\'s canary off', () => acts.finishCanarySpec({ ...this.ref, plan: this.plan }));
     this.undos.length = 0;
+    this.state.reason = Reason.CanaryPromoted;
     await this.publish(RolloutPhase.Promoted, `stable runs ${this.plan.image}; all traffic on stable, canary removed${by}`, Reason.CanaryPromoted);
     return this.result();
   }
 
   /**
-   * Runs the registered undos in reverse, shielded from cancellation, and says why. A cancelled rollout (its
-   * Application's workflow ended) is compensated, then the cancellation goes on.
+   * Runs the registered undos in reverse, shielded from cancellation, and says why. An undo that keeps failing is
+   * retried until it succeeds, and status says so meanwhile. A cancelled rollout (its Application's workflow ended)
+   * is compensated, then the cancellation goes on.
    */
   async compensate(err: unknown): Promise<RolloutResult> {
     const cancelled = isCancellation(err);
-    const stop: Interruption = err instanceof Unwind
-      ? err.interruption
-      : { phase: RolloutPhase.RolledBack, reason: cancelled ? 'the rollout was cancelled' : describeFailure(err) };
+    const stop: Interruption = err instanceof Unwind ? err.interruption
+      : cancelled ? { phase: RolloutPhase.RolledBack, reason: Reason.RolloutCancelled, message: 'the rollout was cancelled' }
+        : { phase: RolloutPhase.RolledBack, reason: failureType(err) ?? Reason.RolloutError, message: describeFailure(err) };
     const aborted = stop.phase === RolloutPhase.Aborted;
     if (stop.by) this.state.abortedBy = stop.by;
     this.state.reason = stop.reason;
     this.state.pauseEndsAt = undefined;
     await CancellationScope.nonCancellable(async () => {
-      await this.publish(RolloutPhase.Aborting, `${aborted ? 'aborting' : 'rolling back'}: ${stop.reason}`, aborted ? Reason.CanaryAborting : Reason.CanaryRollingBack, 'Warning');
+      await this.publish(RolloutPhase.Aborting, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`, aborted ? Reason.CanaryAborting : Reason.CanaryRollingBack, 'Warning');
       for (const undo of this.undos.reverse()) {
         log.info(`compensation: ${undo.what}`);
-        await undo.run();
+        await this.persist(undo.what, undo.run, { undo: true });
       }
       this.state.weight = 0;
       const who = aborted && this.state.abortedBy ? ` by ${this.state.abortedBy}` : '';
-      await this.publish(stop.phase, `${aborted ? 'aborted' : 'rolled back'}${who}: ${stop.reason}; all traffic on stable, canary removed`,
+      await this.publish(stop.phase, `${aborted ? 'aborted' : 'rolled back'}${who}: ${stop.message}; all traffic on stable, canary removed`,
         aborted ? Reason.CanaryAborted : Reason.CanaryRolledBack, 'Warning');
     });
     if (cancelled) throw err;
@@ -206,24 +232,54 @@ export class Rollout {
   }
 
   private async route(weight: number): Promise<void> {
-    await this.acts.setCanaryWeight({ ...this.ref, weight, version: this.plan.version });
+    await this.persist(`routing ${weight}% to the canary`, () => acts.setCanaryWeight({ ...this.ref, weight, version: this.plan.version }));
     this.state.weight = weight;
   }
 
-  /** One health gate check: records the verdict and moves traffic as the routing rule says. */
+  /**
+   * One health gate check. Records the verdict (a failure during the start-up grace is recorded, not counted), puts
+   * back what a hand edit or deletion took (the canary Deployment, its subset) and makes the VirtualService route
+   * what the routing rule says, read back: status never claims a weight the mesh does not have.
+   */
   private async checkGate(): Promise<void> {
     this.lastGateAt = Date.now();
-    const health = await this.acts.canaryHealth({ ...this.ref, version: this.plan.version });
+    this.recheck = false;
+    const seen = await this.persist('checking the canary', () => acts.observeCanary({ ...this.ref, version: this.plan.version }));
+    const { health } = seen;
     const verdict = gateVerdict(health, this.plan.gates);
+    if (verdict.ok && !this.state.readySince) this.state.readySince = new Date(this.lastGateAt).toISOString();
+    const counts = !verdict.ok && failureCounts({
+      everReady: this.state.readySince !== undefined, now: this.lastGateAt, createdAt: this.createdAt, initialDelayMs: this.plan.gates.initialDelayMs,
+    });
     this.state.gates = [...this.state.gates.slice(-9), {
       at: new Date(this.lastGateAt).toISOString(), ok: verdict.ok, readyReplicas: health.readyReplicas, restarts: health.restarts, reason: verdict.reason,
+      ...(!verdict.ok && !counts ? { grace: true } : {}),
     }];
-    this.state.consecutiveFailures = verdict.ok ? 0 : this.state.consecutiveFailures + 1;
-    if (!verdict.ok) log.warn(`health gate failed (${this.state.consecutiveFailures}/${this.plan.gates.failureThreshold}): ${verdict.reason}`);
+    // A check made early (a recheck on an event) moves traffic and puts things back, but counts at most one failure
+    // per interval: a burst of events must not roll a canary back in a second.
+    const countable = counts && this.lastGateAt - this.lastCountedAt >= this.plan.gates.intervalMs;
+    if (countable) this.lastCountedAt = this.lastGateAt;
+    this.state.consecutiveFailures = verdict.ok ? 0 : this.state.consecutiveFailures + (countable ? 1 : 0);
+    if (!verdict.ok) log.warn(`health gate failed (${counts ? `${this.state.consecutiveFailures}/${this.plan.gates.failureThreshold}` : 'start-up grace, not counted'}): ${verdict.reason}`);
+
     const weight = weightAfterGate(this.state.weight, this.targetWeight, health, verdict.ok);
-    if (weight !== this.state.weight) {
-      if (weight === 0) log.warn('canary has no ready replica: traffic moved back to stable', { target: this.targetWeight });
+    if (seen.routedWeight !== weight) {
+      const why = weight === 0 && this.state.weight > 0 ? 'the canary has no ready replica: all traffic moved to stable'
+        : seen.routedWeight !== this.state.weight ? `the VirtualService routed ${seen.routedWeight ?? 'nothing'}% to the canary, not the rollout's ${this.state.weight}%: routed ${weight}% again`
+          : `gate passed: ${weight}% to the canary`;
+      log.warn(why);
       await this.route(weight);
+      // Status follows the VirtualService at once: it never claims a weight the mesh does not have.
+      await this.publish(this.state.phase, why);
+    }
+    if (!health.exists || !seen.subset) {
+      const what = !health.exists ? 'the canary Deployment is gone' : 'the DestinationRule lost the canary subset';
+      await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`);
+      await this.persist('putting the canary back', () => acts.prepareCanary({ ...this.ref, plan: this.plan }));
+      // A new canary starts again: its start-up grace and failure count start over.
+      this.createdAt = Date.now();
+      this.state.readySince = undefined;
+      this.state.consecutiveFailures = 0;
     }
   }
 
@@ -237,8 +293,9 @@ export class Rollout {
   }
 
   /**
-   * Waits until `done()` or `until`, running a health gate every interval and waking on any control request;
-   * throws Unwind when the rollout must stop. Time in a pause does not count against the progress deadline.
+   * Waits until `done()` or `until`, running a health gate every interval (and at once on a recheck) and waking on
+   * any control request; throws Unwind when the rollout must stop. Time in a pause does not count against the
+   * progress deadline.
    */
   private async watch(opts: { until?: number; pause?: boolean; done?: () => boolean }): Promise<void> {
     for (;;) {
@@ -248,8 +305,8 @@ export class Rollout {
       const started = Date.now();
       const wakeAt = Math.min(this.lastGateAt + this.plan.gates.intervalMs, opts.until ?? Infinity, pausing ? Infinity : this.deadline);
       const seen = this.requests;
-      await condition(() => this.requests !== seen, Math.max(1, wakeAt - started));
-      if (Date.now() >= this.lastGateAt + this.plan.gates.intervalMs) await this.checkGate();
+      if (!this.recheck) await condition(() => this.requests !== seen, Math.max(1, wakeAt - started));
+      if (this.recheck || Date.now() >= this.lastGateAt + this.plan.gates.intervalMs) await this.checkGate();
       // All of a paused iteration, gate check included, is pause time.
       if (pausing) {
         this.deadline += Date.now() - started;
@@ -258,21 +315,55 @@ export class Rollout {
     }
   }
 
+  /**
+   * Runs one activity call; while it keeps failing with a retryable error, says so in status and tries again with a
+   * growing delay, so no retry is silent. A forward step gives way to an abort (the undos run instead); an undo
+   * never gives up.
+   */
+  private async persist<T>(what: string, run: () => Promise<T>, opts: { undo?: boolean } = {}): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await run();
+      } catch (err) {
+        if (isCancellation(err) || !(err instanceof ActivityFailure) || fatalFailures.includes(failureType(err) ?? '')) throw err;
+        const delayMs = Math.min(2000 * 2 ** (attempt - 1), 60_000);
+        const message = `${what} keeps failing (${attempt * 5} attempts): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
+        log.warn(message);
+        this.state.message = message;
+        this.details();
+        // Best effort: the API server this step needs may be what is failing.
+        await quiet.writeCanaryStatus(this.statusInput(this.state.phase, message)).catch(() => undefined);
+        const aborted = await condition(() => !opts.undo && this.abortRequest !== undefined, delayMs);
+        if (aborted) this.throwIfInterrupted(false);
+      }
+    }
+  }
+
   /** Status everywhere: the CR's status.canary and an Event (an activity), the UI's current details, the history's log. */
   private async publish(phase: RolloutPhase, message: string, event?: EventReason, type: 'Normal' | 'Warning' = 'Normal'): Promise<void> {
+    this.state.phase = phase;
+    this.state.message = message;
+    log.info(`${phase}: ${message}`, { step: this.state.step, weight: this.state.weight });
+    this.details();
+    const input = { ...this.statusInput(phase, message), ...(event ? { event: { reason: event, message: `canary ${this.plan.version}: ${message}`, type } } : {}) };
+    await this.persist('writing status', () => acts.writeCanaryStatus(input), { undo: true });
+  }
+
+  private details(): void {
     const s = this.state;
-    s.phase = phase;
-    s.message = message;
-    log.info(`${phase}: ${message}`, { step: s.step, weight: s.weight });
     setCurrentDetails([
-      `**Canary ${this.plan.version}** (${this.plan.image}) — ${phase}`,
+      `**Canary ${this.plan.version}** (${this.plan.image}) — ${s.phase}`,
       `step ${Math.min(s.step + 1, s.totalSteps)}/${s.totalSteps}, canary weight ${s.weight}%`,
-      message,
+      s.message,
       s.pauseEndsAt ? `pause ends at ${s.pauseEndsAt}` : '',
       `deadline ${s.deadlineAt}`,
       s.gates.length ? `last gate: ${s.gates.at(-1)!.reason}` : '',
     ].filter(Boolean).join('\n\n'));
-    await this.acts.writeCanaryStatus({
+  }
+
+  private statusInput(phase: RolloutPhase, message: string) {
+    const s = this.state;
+    return {
       ...this.ref,
       status: {
         phase, step: s.step, totalSteps: s.totalSteps, weight: s.weight, message, version: this.plan.version, image: this.plan.image,
@@ -281,9 +372,15 @@ export class Rollout {
         ...(s.abortedBy ? { abortedBy: s.abortedBy } : {}),
         ...(s.reason ? { reason: s.reason } : {}),
       },
-      ...(event ? { event: { reason: event, message: `canary ${this.plan.version}: ${message}`, type } } : {}),
-    });
+    };
   }
+}
+
+// One attempt, for status written while something else is failing.
+const quiet = proxyActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
+
+function failureType(err: unknown): string | undefined {
+  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause.type ?? undefined : undefined;
 }
 
 function describeFailure(err: unknown): string {

@@ -1,17 +1,6 @@
-import { log, proxyActivities, setHandler } from '@temporalio/workflow';
-import { FailureType } from '../../api/constants.ts';
-import type { Activities } from '../../activities/index.ts';
-import { controlActions, controlSignals, controlUpdates, rolloutQuery, type RolloutInput, type RolloutResult } from '../contract.ts';
+import { log, setHandler } from '@temporalio/workflow';
+import { controlActions, controlSignals, controlUpdates, recheckSignal, rolloutQuery, type RolloutInput, type RolloutResult } from '../contract.ts';
 import { Rollout } from './rollout.ts';
-
-// Short timeouts: a worker killed mid-activity is noticed quickly, and every canary activity is idempotent.
-const acts = proxyActivities<Activities>({
-  startToCloseTimeout: '20s',
-  retry: {
-    initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s',
-    nonRetryableErrorTypes: [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded],
-  },
-});
 
 /**
  * One canary rollout, as a child of the Application's workflow: create the canary, walk the steps while health
@@ -20,7 +9,7 @@ const acts = proxyActivities<Activities>({
  * cancellation, each verified by reading the VirtualService back. docs/architecture.md tells the whole path.
  */
 export async function canaryRolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
-  const rollout = new Rollout(input, acts);
+  const rollout = new Rollout(input);
   for (const action of controlActions) {
     setHandler(controlUpdates[action], (r) => rollout.accept(action, r), { validator: (_r: unknown) => rollout.validate(action) });
     setHandler(controlSignals[action], (r) => {
@@ -32,6 +21,7 @@ export async function canaryRolloutWorkflow(input: RolloutInput): Promise<Rollou
       }
     });
   }
+  setHandler(recheckSignal, ({ object }) => rollout.recheckNow(object));
   setHandler(rolloutQuery, () => rollout.snapshot());
 
   try {

@@ -1,0 +1,110 @@
+// The CLI and the operator process as a user meets them: exit codes, what they print, and start-up when something
+// is missing. Runs the real commands against the run's stack.
+import { execFile } from 'node:child_process';
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { freePort } from '../../lib/net.ts';
+import { eventually } from '../../lib/poll.ts';
+import { appManifest, applyAsUser, closeTemporal, testNamespace } from '../../testkit/apps.ts';
+import { waitCanaryPhase } from '../../testkit/canary.ts';
+import { testEnv } from '../../testkit/env.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+
+const cli = resolve(import.meta.dirname, '..', '..', 'bin', 'application-operator.ts');
+
+/** Runs the CLI; resolves with its exit code and output (never rejects on a non-zero exit). */
+async function run(args: string[], timeoutMs = 60_000): Promise<{ code: number; out: string; err: string }> {
+  const env = await testEnv();
+  return new Promise((res) => {
+    execFile(process.execPath, [cli, ...args, `--temporal-address=${env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`], { timeout: timeoutMs }, (error, stdout, stderr) => {
+      res({ code: error ? (typeof error.code === 'number' ? error.code : 1) : 0, out: stdout, err: stderr });
+    });
+  });
+}
+
+describe('the CLI', () => {
+  let ns: { name: string; cleanup: () => Promise<void> };
+  let op: OperatorProcess;
+
+  before(async () => {
+    ns = await testNamespace('cli');
+    op = await startOperator({ namespaces: [ns.name] });
+  });
+  after(async () => {
+    await op?.stop();
+    await closeTemporal();
+    await ns?.cleanup();
+  });
+
+  it('abort is idempotent: the first reply shows Aborting, a second abort succeeds and says there is nothing to abort', async () => {
+    await applyAsUser(appManifest(ns.name, 'twice', {
+      image: 'nginx:1.25', serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', weight: 10, healthGates: { interval: '1s', initialDelay: '2s' } } },
+    }));
+    await waitCanaryPhase(ns.name, 'twice', 'Paused');
+    const first = await run(['abort', 'twice', '-n', ns.name, '--reason', 'scripted retry']);
+    assert.equal(first.code, 0, first.err);
+    assert.match(first.out, /^abort accepted\ncanary v2 \(nginx:v2\) — Aborting\n/);
+    assert.match(first.out, /abort requested by .+: scripted retry/);
+    const second = await run(['abort', 'twice', '-n', ns.name]);
+    assert.equal(second.code, 0, second.err);
+    assert.match(second.out, /^nothing to abort: the rollout of v2 is already (being aborted|Aborted)/);
+    await waitCanaryPhase(ns.name, 'twice', 'Aborted');
+    const third = await run(['abort', 'twice', '-n', ns.name]);
+    assert.equal(third.code, 0, third.err);
+    assert.match(third.out, /nothing to abort: the rollout of v2 is already Aborted/);
+    // Other actions on a finished rollout are still refused.
+    const promote = await run(['promote', 'twice', '-n', ns.name]);
+    assert.equal(promote.code, 1);
+    assert.match(promote.err, /promote rejected: the rollout of v2 is already Aborted/);
+  });
+
+  it('status of an Application that has no workflow exits 1 and says what to check', async () => {
+    const r = await run(['status', 'nosuchapp', '-n', ns.name]);
+    assert.equal(r.code, 1);
+    assert.match(r.err, new RegExp(`${ns.name}/nosuchapp: no workflow for this Application \\(is it there\\? kubectl -n ${ns.name} get application nosuchapp`));
+  });
+
+  it('status with the operator down says that no worker is polling, and where to look', async () => {
+    await applyAsUser(appManifest(ns.name, 'orphaned', { image: 'nginx:1.25' }));
+    await eventually('orphaned has a workflow', async () => ((await run(['status', 'orphaned', '-n', ns.name])).code === 0 ? true : undefined), { timeoutMs: 60_000, intervalMs: 1000 });
+    await op.stop();
+    try {
+      const r = await run(['status', 'orphaned', '-n', ns.name], 90_000);
+      assert.equal(r.code, 1);
+      assert.match(r.err, new RegExp(`no worker (is polling|answered within \\d+ s on) task queue "${op.taskQueue}".*is the operator running\\?`));
+    } finally {
+      await op.restart();
+    }
+  });
+});
+
+describe('operator start-up', () => {
+  it('with Temporal unreachable it stays up, serves /healthz, and /readyz names the address it keeps trying', async () => {
+    const closed = await freePort();
+    const op = await startOperator({ namespaces: ['default'], waitReady: false, extraArgs: [`--temporal-address=127.0.0.1:${closed}`] });
+    try {
+      const ready = await eventually('readyz says why', async () => {
+        const r = await fetch(`${op.metricsUrl}/readyz`);
+        const text = await r.text();
+        return r.status === 503 && text.includes(`cannot reach Temporal at 127.0.0.1:${closed}`) ? text : undefined;
+      }, { timeoutMs: 30_000 });
+      assert.match(ready, /attempt \d+/);
+      assert.equal((await fetch(`${op.metricsUrl}/healthz`)).status, 200);
+      await eventually('a log line per attempt', async () => ((await op.logs()).split('cannot reach Temporal').length > 2 ? true : undefined), { timeoutMs: 30_000 });
+      await op.assertAlive();
+    } finally {
+      await op.stop('SIGKILL');
+    }
+  });
+
+  it('with an empty kubeconfig it exits 1 naming the file and what to fix', async () => {
+    const empty = join(tmpdir(), `empty-kubeconfig-${process.pid}`);
+    await writeFile(empty, '');
+    const r = await run(['run', `--kubeconfig=${empty}`, '--metrics-addr=127.0.0.1:0']);
+    assert.equal(r.code, 1);
+    assert.match(r.err, new RegExp(`could not load kubeconfig ${empty}: .*Point --kubeconfig \\(or KUBECONFIG\\) at a valid kubeconfig`));
+  });
+});

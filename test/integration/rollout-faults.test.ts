@@ -1,0 +1,143 @@
+// What a demanding user does to a rollout in flight, against the real API server, Temporal and kwok: hand edits of
+// its routes, deleting its canary, a canary that starts slowly, pods that cannot start, and deleting the namespace.
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { readRouteWeights } from '../../render/istio.ts';
+import { slowReadyMs, testImages } from '../../stack/stack.ts';
+import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, kube, kubeJson, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { assertPromoted, virtualService, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
+import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { recordRoutes } from '../../testkit/routes.ts';
+import { eventually } from '../../lib/poll.ts';
+
+// A long gate interval: anything that happens well within it was not waiting for the next scheduled check.
+const slowGates = { interval: '30s', failureThreshold: 3, initialDelay: '0s' };
+const meshApp = (ns: string, name: string, canary?: Json, spec: Json = {}) => appManifest(ns, name, {
+  image: 'nginx:1.25', replicas: 1, ...spec,
+  serviceMesh: { enabled: true, ...(canary ? { canary: { enabled: true, ...canary } } : {}) },
+});
+
+describe('rollouts under hand edits and slow or broken pods', () => {
+  let ns: { name: string; cleanup: () => Promise<void> };
+  let op: OperatorProcess;
+  let routes: ReturnType<typeof recordRoutes>;
+
+  before(async () => {
+    ns = await testNamespace('faults');
+    op = await startOperator({ namespaces: [ns.name] });
+    routes = recordRoutes(ns.name);
+  });
+  after(async () => {
+    await op?.stop();
+    await closeTemporal();
+    await ns?.cleanup();
+  });
+
+  it('a hand edit of the VirtualService during a paused rollout is put back well within a gate interval, and status agrees with it', async () => {
+    await applyAsUser(meshApp(ns.name, 'edit', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
+    await waitCanaryPhase(ns.name, 'edit', 'Paused');
+    await waitWeights(ns.name, 'edit', 30);
+    const edited = Date.now();
+    await kube(['-n', ns.name, 'patch', 'virtualservice', 'edit', '--type=json', '-p',
+      JSON.stringify([{ op: 'replace', path: '/spec/http/0/route/0/weight', value: 0 }, { op: 'replace', path: '/spec/http/0/route/1/weight', value: 100 }])]);
+    await waitWeights(ns.name, 'edit', 30, 20_000);
+    assert.ok(Date.now() - edited < 20_000, 'restored before the next scheduled gate check');
+    const app = await getApp(ns.name, 'edit');
+    assert.equal(app!.status.canary.weight, readRouteWeights(await virtualService(ns.name, 'edit'))!.canary, 'status says the weight the mesh has');
+  });
+
+  it('deleting the canary Deployment moves traffic to stable at once, puts the canary back and restores its weight', async () => {
+    await applyAsUser(meshApp(ns.name, 'gone', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
+    await waitCanaryPhase(ns.name, 'gone', 'Paused');
+    await waitWeights(ns.name, 'gone', 30);
+    const before = await getDeployment(ns.name, 'gone-canary');
+    await kube(['-n', ns.name, 'delete', 'deployment', 'gone-canary', '--wait=false']);
+    // Well before the next scheduled check (30 s): the watcher's delete event made the rollout look at once. The canary
+    // may be back within a second, so look often.
+    await eventually('traffic off the deleted canary', async () => (readRouteWeights(await virtualService(ns.name, 'gone'))?.canary === 0 ? true : undefined), { timeoutMs: 15_000, intervalMs: 50 });
+    await waitForObject('the canary Deployment put back', () => getDeployment(ns.name, 'gone-canary'), (d) => Boolean(d && d.metadata.uid !== before!.metadata.uid && d.status?.readyReplicas >= 1), 30_000);
+    await waitWeights(ns.name, 'gone', 30, 40_000);
+    const app = await waitCanaryPhase(ns.name, 'gone', 'Paused');
+    assert.equal(app.status.canary.weight, 30);
+  });
+
+  it('a canary that takes longer than failureThreshold intervals to start is not rolled back during its start-up grace', async () => {
+    const gates = { interval: '2s', failureThreshold: 3, initialDelay: '60s' };
+    await applyAsUser(meshApp(ns.name, 'slow', { canaryVersion: 'v2', image: testImages.slow, healthGates: gates, steps: [{ setWeight: 20 }, { pause: { duration: '1s' } }] }));
+    // Becoming ready takes slowReadyMs (15 s): 7 failed checks at a 2 s interval, none counted.
+    await eventually('the slow canary promoted', async () => {
+      const canary = (await getApp(ns.name, 'slow'))?.status?.canary;
+      if (canary?.phase === 'RolledBack') throw new assert.AssertionError({ message: `rolled back: ${canary.message}` });
+      return canary?.phase === 'Promoted' ? true : undefined;
+    }, { timeoutMs: slowReadyMs + 60_000 });
+    await assertPromoted(ns.name, 'slow', testImages.slow);
+  });
+
+  it('a canary that never gets ready is still rolled back once the grace is over, and the conditions say so', async () => {
+    await applyAsUser(meshApp(ns.name, 'never', { canaryVersion: 'v2', image: testImages.unready, healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '4s' }, steps: [{ setWeight: 20 }] }));
+    const app = await waitCanaryPhase(ns.name, 'never', 'RolledBack', 60_000);
+    assert.equal(app.status.canary.reason, 'HealthGateFailed');
+    const cond = app.status.conditions.find((c: Json) => c.type === 'CanaryProgressing');
+    assert.deepEqual([cond.status, cond.reason], ['False', 'HealthGateFailed']);
+  });
+
+  for (const [image, reason] of [[testImages.pullError, 'ImagePullBackOff'], [testImages.configError, 'CreateContainerConfigError']] as const) {
+    it(`pods that cannot start say why in the Ready condition and status.message: ${reason}`, async () => {
+      const name = reason.toLowerCase().slice(0, 20);
+      await applyAsUser(appManifest(ns.name, name, { image, replicas: 2 }));
+      const app = await waitForObject(`${name} says ${reason}`, () => getApp(ns.name, name), (a) => String(a?.status?.message ?? '').includes(reason), 60_000);
+      const ready = app!.status.conditions.find((c: Json) => c.type === 'Ready');
+      assert.equal(ready.status, 'False');
+      assert.match(ready.message, new RegExp(`^0/2 replicas available; pod ${name}-[a-z0-9-]+: container app: ${reason}: .+`));
+      assert.equal(app!.status.message, ready.message);
+      const wide = await kube(['-n', ns.name, 'get', 'application', name, '-o', 'wide']);
+      assert.match(wide, new RegExp(reason), 'kubectl get -o wide shows it');
+    });
+  }
+
+  it('while the HPA owns the replica count, status and kubectl get say so, whatever spec.replicas says', async () => {
+    await applyAsUser(appManifest(ns.name, 'hpa', { image: 'nginx:1.25', replicas: 5, autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 4, targetCPU: 80 } }));
+    const app = await waitForPhase(ns.name, 'hpa', 'Running');
+    const deployment = await getDeployment(ns.name, 'hpa');
+    assert.equal(app.status.desiredReplicas, deployment!.spec.replicas, 'desired comes from the Deployment the HPA scales, not from the spec');
+    assert.notEqual(app.status.desiredReplicas, 5);
+    const cond = app.status.conditions.find((c: Json) => c.type === 'Autoscaled');
+    assert.equal(cond.status, 'True');
+    assert.match(cond.message, /spec.replicas \(5\) is ignored and kubectl scale has no effect/);
+    const row = (await kubeJson<Json>(['-n', ns.name, 'get', 'application', 'hpa'])).status;
+    assert.equal(row.desiredReplicas, app.status.desiredReplicas);
+    const table = await kube(['-n', ns.name, 'get', 'application', 'hpa']);
+    assert.match(table.split('\n')[0]!, /DESIRED/);
+  });
+
+  it('every VirtualService written in this file summed to 100 and never routed to a canary without ready pods', async () => {
+    const { seen, violations } = await routes.stop();
+    assert.ok(seen >= 6, `observed ${seen} VirtualService versions`);
+    assert.deepEqual(violations, []);
+  });
+});
+
+describe('deleting a namespace with a canary in flight', () => {
+  let op: OperatorProcess;
+  let ns: { name: string; cleanup: () => Promise<void> };
+  before(async () => {
+    ns = await testNamespace('nsdel');
+    op = await startOperator({ namespaces: [ns.name] });
+  });
+  after(async () => {
+    await op?.stop();
+    await closeTemporal();
+    await ns?.cleanup();
+  });
+
+  it('finishes: the rollout is compensated, the finalizer released, the namespace gone', async () => {
+    await applyAsUser(meshApp(ns.name, 'doomed', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
+    await waitCanaryPhase(ns.name, 'doomed', 'Paused');
+    await waitWeights(ns.name, 'doomed', 30);
+    await kube(['delete', 'namespace', ns.name, '--wait=false']);
+    await eventually(`namespace ${ns.name} gone`, async () => {
+      const out = await kube(['get', 'namespace', ns.name, '--ignore-not-found', '-o', 'name']);
+      return out.trim() === '' ? true : undefined;
+    }, { timeoutMs: 120_000, intervalMs: 1000 });
+  });
+});
