@@ -1,6 +1,7 @@
 // CPU time by component over a window, from /proc: each stack server and operator process by pid, the benchmark
 // itself, and the whole machine (so the share of other work on a shared machine is visible).
 import { readFileSync } from 'node:fs';
+import type { StackInfo } from '../stack/stack.ts';
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
@@ -50,4 +51,12 @@ export function cpuDelta(after: CpuSnapshot, before: CpuSnapshot): CpuSnapshot {
   const ours = Object.entries(out).filter(([k]) => k !== 'machine').reduce((n, [, v]) => n + v, 0);
   out['others'] = Math.max(0, (out['machine'] ?? 0) - ours);
   return out;
+}
+
+/** The stack's servers by pid, for CPU accounting. */
+export function stackPids(info: StackInfo): [string, number | undefined][] {
+  return [
+    ['apiserver', info.servers['kube-apiserver'].pid], ['etcd', info.servers.etcd.pid], ['controller-manager', info.servers['kube-controller-manager'].pid],
+    ['scheduler', info.servers['kube-scheduler'].pid], ['kwok', info.servers.kwok.pid], ['temporal', info.servers.temporal.pid],
+  ];
 }

@@ -1,35 +1,30 @@
-// The operator processes of one benchmark run: `application-operator run` spawned like the test harness does, one
-// in --mode all and the rest in --mode worker on the same task queue, each with the request-counting probe preloaded,
-// their resident memory sampled from /proc every 500 ms.
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createWriteStream } from 'node:fs';
+// The operator processes of one benchmark run, spawned by testkit's startOperator with the production defaults: one
+// in --mode all and the rest in --mode worker on the same task queue, each with the request-counting probe preloaded.
+// What is the benchmark's own: their resident memory sampled from /proc every 500 ms, their probe counts, their
+// metrics and a summary of their logs.
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { freePort } from '../lib/net.ts';
-import type { StackInfo } from '../stack/stack.ts';
+import { StopPolling } from '../lib/poll.ts';
+import { startOperator, type OperatorProcess } from '../testkit/operator.ts';
 
 const root = resolve(import.meta.dirname, '..');
 
 export interface OperatorSpec {
-  info: StackInfo;
   namespace: string;
   taskQueue: string;
-  workflowBundle: string;
   workers: number;
   logDir: string;
+  /** Flags after the benchmark's own (--operator-arg). */
   extraArgs: string[];
 }
 
 export interface OperatorProc {
   index: number;
   mode: 'all' | 'worker';
+  process: OperatorProcess;
+  /** Its pid when started (the process's pid() is undefined once it exited). */
   pid: number;
-  metricsUrl: string;
-  logFile: string;
   probeFile: string;
-  args: string[];
-  child: ChildProcess;
   /** Peak resident set size seen, in bytes (max of sampled VmRSS and the kernel's VmHWM). */
   peakRss: number;
   lastRss: number;
@@ -45,58 +40,36 @@ export class Operators {
   private sampler: NodeJS.Timeout | undefined;
   private stopping = false;
 
-  /** The flags every process gets (printed with the results). */
-  static flags(spec: OperatorSpec, mode: 'all' | 'worker', metricsPort: number): string[] {
-    return [
-      `--kubeconfig=${spec.info.kubeconfig}`, `--temporal-address=${spec.info.temporalAddress}`, `--temporal-namespace=${spec.info.temporalNamespace}`,
-      `--task-queue=${spec.taskQueue}`, `--namespaces=${spec.namespace}`, `--workflow-bundle=${spec.workflowBundle}`,
-      `--metrics-addr=127.0.0.1:${metricsPort}`, `--mode=${mode}`, '--no-register-search-attributes', '--log-level=info',
-      ...spec.extraArgs,
-    ];
-  }
-
   /** Starts 1 process in --mode all and workers-1 in --mode worker, and waits until each says ready. */
   async start(spec: OperatorSpec): Promise<void> {
-    for (let i = 0; i < spec.workers; i++) {
-      const mode = i === 0 ? 'all' : 'worker';
-      const port = await freePort();
-      const logFile = join(spec.logDir, `operator-${spec.namespace}-${i}-${mode}.log`);
-      const probeFile = join(spec.logDir, `probe-${spec.namespace}-${i}.json`);
-      const args = Operators.flags(spec, mode, port);
-      const log = createWriteStream(logFile, { flags: 'a' });
-      const child = spawn(process.execPath, ['--import', join(root, 'bench', 'probe.ts'), join(root, 'bin', 'application-operator.ts'), 'run', ...args], {
-        cwd: root, env: { ...process.env, BENCH_PROBE_FILE: probeFile }, stdio: ['ignore', 'pipe', 'pipe'],
+    const started = await Promise.allSettled(Array.from({ length: spec.workers }, async (_, index) => {
+      const mode = index === 0 ? 'all' : 'worker';
+      const probeFile = join(spec.logDir, `probe-${spec.namespace}-${index}.json`);
+      const operator = await startOperator({
+        namespaces: [spec.namespace], taskQueue: spec.taskQueue, mode,
+        // The production defaults, so that what is measured is what users run.
+        flags: ['--log-level=info'], extraArgs: spec.extraArgs,
+        nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: probeFile },
+        logFile: join(spec.logDir, `operator-${spec.namespace}-${index}-${mode}.log`), readyTimeoutMs: 120_000,
       });
-      child.stdout?.pipe(log, { end: false });
-      child.stderr?.pipe(log, { end: false });
-      if (child.pid === undefined) throw new Error(`could not spawn operator process ${i}`);
-      this.procs.push({ index: i, mode, pid: child.pid, metricsUrl: `http://127.0.0.1:${port}`, logFile, probeFile, args, child, peakRss: 0, lastRss: 0, readyRss: 0 });
-    }
+      const pid = operator.pid();
+      if (pid === undefined) throw new Error(`operator process ${index} (${mode}) exited once ready; log ${operator.logFile}`);
+      return { index, mode, process: operator, pid, probeFile, peakRss: 0, lastRss: 0, readyRss: 0 } satisfies OperatorProc;
+    }));
+    for (const s of started) if (s.status === 'fulfilled') this.procs.push(s.value);
     this.sampler = setInterval(() => void this.sample(), 500);
-    await Promise.all(this.procs.map((p) => this.waitReady(p)));
+    const failed = started.find((s) => s.status === 'rejected');
+    if (failed) throw failed.reason;
     await this.sample();
     for (const p of this.procs) p.readyRss = p.lastRss;
   }
 
-  private async waitReady(p: OperatorProc): Promise<void> {
-    const deadline = Date.now() + 120_000;
-    for (;;) {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) {
-        throw new Error(`operator process ${p.index} (${p.mode}) exited with ${p.child.exitCode ?? p.child.signalCode}; last log lines:\n${await tail(p.logFile)}`);
-      }
-      const ok = await fetch(`${p.metricsUrl}/readyz`).then((r) => r.ok, () => false);
-      if (ok) return;
-      if (Date.now() > deadline) throw new Error(`operator process ${p.index} (${p.mode}) not ready after 120 s; log ${p.logFile}:\n${await tail(p.logFile)}`);
-      await sleep(250);
-    }
-  }
-
-  /** Throws when a process has died (checked while waiting for convergence). */
+  /** Throws StopPolling, with the log's tail, when a process has died: a wait on the operator ends at once. */
   async assertAlive(): Promise<void> {
-    for (const p of this.procs) {
-      if (p.child.exitCode !== null || p.child.signalCode !== null) {
-        throw new Error(`operator process ${p.index} (${p.mode}, pid ${p.pid}) exited with ${p.child.exitCode ?? p.child.signalCode}; last log lines:\n${await tail(p.logFile)}`);
-      }
+    try {
+      for (const p of this.procs) await p.process.assertAlive();
+    } catch (err) {
+      throw new StopPolling((err as Error).message);
     }
   }
 
@@ -124,7 +97,7 @@ export class Operators {
 
   /** The /metrics text of every process (ours plus the Temporal worker's). */
   async metrics(): Promise<string[]> {
-    return Promise.all(this.procs.map((p) => fetch(`${p.metricsUrl}/metrics`).then((r) => r.text(), () => '')));
+    return Promise.all(this.procs.map((p) => fetch(`${p.process.metricsUrl}/metrics`).then((r) => r.text(), () => '')));
   }
 
   /** Warnings and errors in the processes' JSON logs, with a few distinct messages. */
@@ -133,7 +106,7 @@ export class Operators {
     let errors = 0;
     const messages: Record<string, number> = {};
     for (const p of this.procs) {
-      const text = await readFile(p.logFile, 'utf8').catch(() => '');
+      const text = await readFile(p.process.logFile, 'utf8').catch(() => '');
       for (const line of text.split('\n')) {
         if (!line.startsWith('{')) continue;
         let entry: { level?: number; msg?: string };
@@ -158,23 +131,8 @@ export class Operators {
     this.stopping = true;
     await this.sample();
     clearInterval(this.sampler);
-    await Promise.all(this.procs.map(async (p) => {
-      const c = p.child;
-      if (c.exitCode !== null || c.signalCode !== null) return;
-      const exited = new Promise<void>((r) => c.once('exit', () => r()));
-      c.kill('SIGTERM');
-      const killed = await Promise.race([exited.then(() => false), sleep(15_000).then(() => true)]);
-      if (killed) {
-        c.kill('SIGKILL');
-        await exited;
-      }
-    }));
+    await Promise.all(this.procs.map((p) => p.process.stop('SIGTERM', 15_000)));
   }
-}
-
-async function tail(file: string, lines = 25): Promise<string> {
-  const text = await readFile(file, 'utf8').catch(() => '');
-  return text.split('\n').slice(-lines).join('\n');
 }
 
 /** Sums the probes of several processes. */

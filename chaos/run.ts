@@ -2,13 +2,11 @@
 // Starts its own stack (temporary state folder, free ports), an operator process, and runs chaos/chaos.ts.
 // Prints ops, faults by kind, violations and convergence times, writes results/chaos-<seed>-<time>.json, and exits
 // non-zero when an invariant was violated.
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { Command } from 'commander';
-import { mkdir, mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { buildAll } from '../stack/build.ts';
-import { down, kubectl, up } from '../stack/stack.ts';
+import { kubectl } from '../stack/stack.ts';
+import { startRunStack } from '../testkit/stack.ts';
 import { runChaos, type ChaosSummary } from './chaos.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -39,19 +37,11 @@ async function main(): Promise<number> {
   const o = program.opts<{ seed: number; ops: number; faultRate: number; quietSeconds: number; settleSeconds: number; batch: number; pool: number; keepStack?: boolean }>();
   if (!Number.isFinite(o.seed) || !(o.ops > 0)) throw new Error('--seed and --ops must be numbers (ops > 0)');
 
-  await buildAll({ print: (l) => console.log(l) });
-  const stateDir = await mkdtemp(join(tmpdir(), 'app-operator-chaos-'));
-  console.log(`starting a stack for the chaos run in ${stateDir}`);
-  const stack = await up({ stateDir, ports: 'free', headless: true, nodes: 2, podDelayMs: 200, print: (l) => console.log(l) });
+  const run = await startRunStack({ prefix: 'app-operator-chaos', workflowsPath: join(root, 'workflows', 'index.ts'), keep: Boolean(o.keepStack) });
+  const stack = run.info;
   try {
-    const bundle = await bundleWorkflowCode({ workflowsPath: join(root, 'workflows', 'index.ts'), logger: quietLogger });
-    const bundlePath = join(stateDir, 'workflow-bundle.js');
-    await writeFile(bundlePath, bundle.code);
-    // The test harness (operator process, clients) reads the stack from these.
-    Object.assign(process.env, {
-      STACK_STATE_DIR: stateDir, KUBECONFIG: stack.kubeconfig, TEMPORAL_ADDRESS: stack.temporalAddress,
-      TEMPORAL_NAMESPACE: stack.temporalNamespace, WORKFLOW_BUNDLE_PATH: bundlePath,
-    });
+    // The testkit (operator process, clients) reads the stack from these.
+    Object.assign(process.env, run.env);
     const namespace = 'chaos';
     await kubectl(stack, ['create', 'namespace', namespace]);
 
@@ -67,15 +57,9 @@ async function main(): Promise<number> {
     console.log(`summary written to ${file}`);
     return summary.violations.length === 0 ? 0 : 2;
   } finally {
-    if (o.keepStack) console.log(`stack kept in ${stateDir}`);
-    else await down(stateDir, { purge: true });
+    await run.stop();
   }
 }
-
-const quietLogger = {
-  log: () => {}, trace: () => {}, debug: () => {}, info: () => {},
-  warn: (m: string) => console.warn(m), error: (m: string) => console.error(m),
-};
 
 if (process.argv[1] && resolve(process.argv[1]) === resolve(import.meta.filename)) {
   main().then((code) => process.exit(code), (err: unknown) => {

@@ -30,6 +30,8 @@ export interface RunStackOptions {
   podDelayMs?: number;
   /** Leave an owned stack running at stop() (its folder is printed). */
   keep?: boolean;
+  /** Told the new stack's state folder before its servers start, so a caller can tear a half-started stack down (Ctrl-C). */
+  onStateDir?: (stateDir: string) => void;
   print?: (line: string) => void;
 }
 
@@ -50,6 +52,7 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     await buildAll({ print });
     const stateDir = await mkdtemp(join(tmpdir(), `${opts.prefix}-`));
     print(`starting a stack for this run in ${stateDir}`);
+    opts.onStateDir?.(stateDir);
     info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, print });
     owned = true;
   }

@@ -1,6 +1,6 @@
 // Disruptive: the short form of `npm run chaos` for CI. A fixed seed, 20 random ops over a few Applications and three
 // planned faults (operator SIGKILL, Temporal restart, kube-apiserver restart) on the run's shared stack, which the
-// disruptive phase has to itself. Every invariant of chaos/chaos.ts must hold.
+// disruptive phase has to itself. Every invariant of chaos/invariants.ts must hold.
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { runChaos } from '../../chaos/chaos.ts';

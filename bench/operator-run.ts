@@ -1,0 +1,274 @@
+// One operator run: N fresh Applications with the operator running (1 process in --mode all + K-1 in --mode worker):
+// per-app convergence latency and makespan, the cost per app (API requests, Temporal events, CPU), an idle window
+// after convergence, memory, the promote sample, and the workflows that ended.
+import { randomBytes } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { API_VERSION, KIND, LABEL_MANAGED_BY, MANAGED_BY, childName } from '../api/constants.ts';
+import { collectionPath } from '../kube/resources.ts';
+import { eventually, StopPolling } from '../lib/poll.ts';
+import { kinds } from '../render/children.ts';
+import { byResource, byVerb, counterDelta, delta, isWrite, minus, sum } from './apiserver.ts';
+import { appNames, createApps, createNamespace } from './apps.ts';
+import type { Ctx } from './context.ts';
+import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
+import type { FloorResult } from './floor.ts';
+import { Operators, counterBy, histogramMeans, probeByVerb, sumProbes, type ProbeCounts } from './operators.ts';
+import { promoteSample, type PromoteResult } from './promote.ts';
+import { sourceHash } from './source.ts';
+import { temporalCost, type TemporalCost } from './temporal.ts';
+import { distribution, phase, progress, type Distribution } from './util.ts';
+
+export interface RunResult {
+  workers: number;
+  /** Fingerprint of the operator's sources when this run's processes started (compare with Report.code.bundleSource). */
+  sourceHash: string;
+  namespace: string;
+  taskQueue: string;
+  operatorFlags: string[];
+  apps: number;
+  converged: number;
+  failed: { name: string; message: string }[];
+  timedOut: boolean;
+  latency: Distribution | null;
+  latenciesMs: number[];
+  makespanSeconds: number;
+  createSeconds: number;
+  ratioToFloor: number | null;
+  api: {
+    allClientsByVerb: Record<string, number>;
+    operatorByVerb: Record<string, number>;
+    operatorByResource: ProbeCounts;
+    serverByResource: Record<string, number>;
+  };
+  temporal: TemporalCost | null;
+  temporalError?: string;
+  idle: {
+    seconds: number;
+    operatorByVerb: Record<string, number>;
+    operatorWrites: number;
+    allClientsWrites: number;
+    allClientsWritesByResource: Record<string, number>;
+  };
+  /** CPU seconds by component: from the first create to convergence, and over the idle window. */
+  cpu: { create: CpuSnapshot; idle: CpuSnapshot };
+  memory: { process: string; readyRssMB: number; peakRssMB: number; endRssMB: number }[];
+  /** Workflows of the run's task queue that are no longer running (an Application workflow should never end by itself). */
+  closedWorkflows: { workflowId: string; type: string; status: string; failure?: string }[];
+  promote: PromoteResult | null;
+  diagnostics: {
+    signals: Record<string, number>;
+    latencyMeans: Record<string, { count: number; mean: number }>;
+    log: { warnings: number; errors: number; messages: Record<string, number> };
+  };
+}
+
+interface ConvergeOutcome {
+  convergedAt: Map<string, number>;
+  failed: Map<string, string>;
+  timedOut: boolean;
+}
+
+/** Lists the namespace's Applications every 500 ms (and its Deployments and Services when needed) until every app has converged. */
+async function waitConverged(ctx: Ctx, ns: string, names: string[], createdAt: Map<string, number>, ops: Operators, creating: () => boolean): Promise<ConvergeOutcome> {
+  const { api, opts } = ctx;
+  const convergedAt = new Map<string, number>();
+  const failed = new Map<string, string>();
+  const wanted = new Set(names);
+  let lastReport = 0;
+  const selector = `${LABEL_MANAGED_BY}=${MANAGED_BY}`;
+  try {
+    await eventually(`every app converged (timeout ${opts.timeoutSeconds} s)`, async () => {
+      const apps = await api.list(collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }));
+      const now = Date.now();
+      const phases: Record<string, number> = {};
+      const candidates: string[] = [];
+      for (const a of apps) {
+        const name = a.metadata.name as string;
+        if (!wanted.has(name)) continue;
+        const s = a.status ?? {};
+        const phaseName = s.phase ?? 'no status';
+        phases[phaseName] = (phases[phaseName] ?? 0) + 1;
+        if (phaseName === 'Failed') failed.set(name, (s.conditions ?? []).find((c: any) => c.type === 'Ready')?.message ?? 'Failed');
+        if (convergedAt.has(name) || !createdAt.has(name)) continue;
+        if (s.observedGeneration === a.metadata.generation && s.phase === 'Running') candidates.push(name);
+      }
+      if (candidates.length > 0) {
+        // Children are listed (metadata only) only when some app's status says it converged, to keep the polling cheap.
+        const [deps, svcs] = await Promise.all([
+          api.list(collectionPath({ ...kinds.deployment, namespace: ns }), { labelSelector: selector, metadataOnly: true }),
+          api.list(collectionPath({ ...kinds.service, namespace: ns }), { labelSelector: selector, metadataOnly: true }),
+        ]);
+        const depNames = new Set(deps.map((d: any) => d.metadata.name as string));
+        const svcNames = new Set(svcs.map((x: any) => x.metadata.name as string));
+        for (const name of candidates) {
+          const child = childName({ metadata: { name } });
+          if (depNames.has(child) && svcNames.has(child)) {
+            convergedAt.set(name, now);
+            failed.delete(name);
+          }
+        }
+      }
+      if (convergedAt.size === names.length) return true;
+      if (now - lastReport > 5000) {
+        lastReport = now;
+        const summary = Object.entries(phases).sort().map(([p, n]) => `${p} ${n}`).join(', ');
+        progress(`  converged ${convergedAt.size}/${names.length}${creating() ? ` (created ${createdAt.size})` : ''}; phases: ${summary || 'none yet'}`);
+      }
+      await ops.assertAlive();
+      return undefined;
+    }, { timeoutMs: opts.timeoutSeconds * 1000, intervalMs: 500 });
+    return { convergedAt, failed, timedOut: false };
+  } catch (err) {
+    if (err instanceof StopPolling) throw err;
+    return { convergedAt, failed, timedOut: true };
+  }
+}
+
+/** Runs the operator with `workers` processes on N new Applications in a fresh namespace, and measures it. */
+export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult | null): Promise<RunResult> {
+  const { opts, api } = ctx;
+  const id = randomBytes(3).toString('hex');
+  const ns = `bench-w${workers}-${id}`;
+  const taskQueue = `bench-${id}`;
+  const label = `${workers} worker${workers > 1 ? 's' : ''}`;
+  await createNamespace(ctx, ns);
+  const ops = new Operators();
+  ctx.cleanups.push(() => ops.stop());
+  try {
+    const runSource = await sourceHash();
+    if (runSource !== ctx.bundleSource) progress(`  WARNING: the operator's sources changed since the workflow bundle was built (${ctx.bundleSource} -> ${runSource}): this run's activities and watcher run newer code than its workflows`);
+    await phase(`operator (${label}): start ${workers} process(es) on task queue ${taskQueue}, watching ${ns}`, () => ops.start({
+      namespace: ns, taskQueue, workers, logDir: ctx.logDir, extraArgs: opts.operatorArgs,
+    }));
+    for (const p of ops.procs) progress(`  process ${p.index} (--mode ${p.mode}) pid ${p.pid}, log ${p.process.logFile}`);
+    const names = appNames(opts.apps);
+    const createdAt = new Map<string, number>();
+    const m0 = await api.requestCounts();
+    const p0 = sumProbes(await ops.probeCounts());
+    const own0 = { ...api.requests };
+    const pids = (): [string, number | undefined][] => [...stackPids(ctx.info), ...ops.procs.map((p): [string, number] => ['operator', p.pid])];
+    const c0 = cpuSnapshot(pids());
+    const t0 = Date.now();
+    let creating = true;
+    const outcome = await phase(`operator (${label}): create ${opts.apps} Applications and wait until each has converged (timeout ${opts.timeoutSeconds} s)`, async () => {
+      const creates = createApps(ctx, ns, names, { image: 'nginx:1.25', replicas: 1 }, createdAt).finally(() => {
+        creating = false;
+      });
+      const converge = waitConverged(ctx, ns, names, createdAt, ops, () => creating);
+      const [, out] = await Promise.all([creates, converge]);
+      return out;
+    });
+    const tCreatesDone = Math.max(...createdAt.values());
+    const tConv = Date.now();
+    const c1 = cpuSnapshot(pids());
+    const m1 = await api.requestCounts();
+    const p1 = sumProbes(await ops.probeCounts());
+    const own1 = { ...api.requests };
+    const metricsAtConv = await ops.metrics();
+    const latencies = [...outcome.convergedAt].map(([name, at]) => at - createdAt.get(name)!);
+    const lastConv = Math.max(0, ...outcome.convergedAt.values());
+    const makespanSeconds = outcome.convergedAt.size ? (lastConv - t0) / 1000 : NaN;
+    if (outcome.timedOut) progress(`  TIMED OUT: ${outcome.convergedAt.size}/${opts.apps} converged after ${opts.timeoutSeconds} s`);
+    for (const [name, message] of [...outcome.failed].slice(0, 5)) progress(`  Failed: ${name}: ${message}`);
+
+    // Idle window.
+    await phase(`operator (${label}): idle for ${opts.idleSeconds} s after convergence`, async () => {
+      const end = Date.now() + opts.idleSeconds * 1000;
+      while (Date.now() < end) {
+        await sleep(Math.min(15_000, end - Date.now()));
+        await ops.assertAlive();
+        if (Date.now() < end) progress(`  idle, ${Math.round((end - Date.now()) / 1000)} s left`);
+      }
+    });
+    const tIdleEnd = Date.now();
+    const c2 = cpuSnapshot(pids());
+    const m2 = await api.requestCounts();
+    const p2 = sumProbes(await ops.probeCounts());
+
+    let temporal: TemporalCost | null = null;
+    let temporalError: string | undefined;
+    try {
+      temporal = await phase(`operator (${label}): count Temporal events from workflow histories (sample up to ${opts.historySample})`, () =>
+        temporalCost(ctx.temporal, taskQueue, { idleFrom: tConv, idleTo: tIdleEnd }, opts.historySample, (d, t) => progress(`  ${d}/${t} histories read`)));
+    } catch (err) {
+      temporalError = (err as Error).message;
+      progress(`  could not count Temporal events: ${temporalError}`);
+    }
+
+    let promote: PromoteResult | null = null;
+    if (opts.promoteSample > 0) {
+      promote = await phase(`operator (${label}): promote latency on ${opts.promoteSample} canaries`, () => promoteSample(ctx, ns, opts.promoteSample, ops));
+    }
+
+    const closedWorkflows = await closedWorkflowsOf(ctx, taskQueue).catch((err: unknown) => {
+      progress(`  could not list closed workflows: ${(err as Error).message}`);
+      return [];
+    });
+    for (const w of closedWorkflows) progress(`  workflow ${w.workflowId} (${w.type}) is ${w.status}${w.failure ? `: ${w.failure}` : ''}`);
+    const log = await ops.logSummary();
+    await ops.stop();
+    const ownDelta = counterDelta(own1, own0);
+    const serverCreate = delta(m1, m0);
+    const serverIdle = delta(m2, m1);
+    const probeCreate = counterDelta(p1, p0);
+    const probeIdle = counterDelta(p2, p1);
+    const idleByVerb = probeByVerb(probeIdle);
+    const idleServerWrites = Object.fromEntries(Object.entries(byResource(serverIdle, 200)).filter(([k]) => isWrite(k.split(' ')[0]!)));
+    return {
+      workers, sourceHash: runSource, namespace: ns, taskQueue, operatorFlags: ops.procs[0]?.process.args ?? [],
+      apps: opts.apps,
+      converged: outcome.convergedAt.size,
+      failed: [...outcome.failed].map(([name, message]) => ({ name, message })),
+      timedOut: outcome.timedOut,
+      latency: distribution(latencies),
+      latenciesMs: latencies,
+      makespanSeconds,
+      createSeconds: (tCreatesDone - t0) / 1000,
+      ratioToFloor: floor && Number.isFinite(makespanSeconds) ? makespanSeconds / floor.makespanSeconds : null,
+      api: {
+        // The bench's polling (LIST) and metric scrapes (GET) are subtracted; its creates are the user's work and stay.
+        allClientsByVerb: minus(byVerb(serverCreate), { LIST: ownDelta['LIST'] ?? 0, GET: ownDelta['GET'] ?? 0 }),
+        operatorByVerb: probeByVerb(probeCreate),
+        operatorByResource: probeCreate,
+        serverByResource: byResource(serverCreate),
+      },
+      temporal,
+      ...(temporalError ? { temporalError } : {}),
+      idle: {
+        seconds: (tIdleEnd - tConv) / 1000,
+        operatorByVerb: idleByVerb,
+        operatorWrites: sum(idleByVerb, isWrite),
+        allClientsWrites: sum(idleServerWrites),
+        allClientsWritesByResource: idleServerWrites,
+      },
+      cpu: { create: cpuDelta(c1, c0), idle: cpuDelta(c2, c1) },
+      memory: ops.procs.map((p) => ({ process: `#${p.index} --mode ${p.mode}`, readyRssMB: p.readyRss / 2 ** 20, peakRssMB: p.peakRss / 2 ** 20, endRssMB: p.lastRss / 2 ** 20 })),
+      closedWorkflows,
+      promote,
+      diagnostics: {
+        signals: counterBy(metricsAtConv, 'application_operator_watch_signals_total', 'reason'),
+        latencyMeans: histogramMeans(metricsAtConv, /schedule_to_start|execution_latency|reconciliation_duration/),
+        log,
+      },
+    };
+  } finally {
+    await ops.stop();
+  }
+}
+
+/** Application workflows of the task queue that ended (rollout children end by design and are left out unless they failed). */
+async function closedWorkflowsOf(ctx: Ctx, taskQueue: string): Promise<RunResult['closedWorkflows']> {
+  const out: RunResult['closedWorkflows'] = [];
+  for await (const wf of ctx.temporal.workflow.list({ query: `TaskQueue = "${taskQueue}" AND ExecutionStatus != "Running"` })) {
+    if (wf.status.name === 'CONTINUED_AS_NEW' || (wf.type !== 'applicationWorkflow' && wf.status.name === 'COMPLETED')) continue;
+    let failure: string | undefined;
+    if (wf.status.name === 'FAILED') {
+      const history = await ctx.temporal.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+      const last = history.events?.at(-1)?.workflowExecutionFailedEventAttributes?.failure;
+      failure = [last?.message, last?.cause?.message].filter(Boolean).join(': ');
+    }
+    out.push({ workflowId: wf.workflowId, type: wf.type, status: wf.status.name, ...(failure ? { failure } : {}) });
+    if (out.length >= 50) break;
+  }
+  return out;
+}

@@ -1,0 +1,94 @@
+// The benchmark's command line: its options, their defaults and the usage text.
+import { join, resolve } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const root = resolve(import.meta.dirname, '..');
+
+export interface Options {
+  apps: number;
+  workers: number[];
+  idleSeconds: number;
+  timeoutSeconds: number;
+  promoteSample: number;
+  createConcurrency: number;
+  applyConcurrency: number;
+  historySample: number;
+  podDelayMs: number;
+  out: string;
+  floor: boolean;
+  keepStack: boolean;
+  operatorArgs: string[];
+}
+
+/** What the command line asks for: a benchmark run, or the tables of an earlier result file again. */
+export type Command = { run: Options } | { report: string };
+
+export const usage = `usage: npm run bench -- --apps N [options]
+  --apps N                 Applications per run (required)
+  --workers K[,K2...]      worker processes per run: 1 in --mode all plus K-1 in --mode worker (default 1); a list runs each in turn
+  --idle-seconds S         idle window after convergence (default 60)
+  --timeout-seconds S      convergence timeout per run (default 300 + N/2)
+  --promote-sample M       canaries promoted per run to time promote (default 5; 0 skips)
+  --create-concurrency C   Application creates in flight (default 20)
+  --apply-concurrency C    floor: apps applied at once, like the operator's max concurrent activities (default 10)
+  --history-sample H       workflow histories read to count Temporal events, extrapolated to all (default 200)
+  --pod-delay-ms MS        kwok delay per pod transition (default 100)
+  --out DIR                where results go (default results/)
+  --no-floor               skip the floor measurement
+  --operator-arg FLAG      extra flag for every operator process (repeatable), e.g. --operator-arg=--coalesce-ms=100
+  --keep-stack             leave the stack running (prints its state dir)
+  --report FILE            print the tables of an earlier results/bench-*.json again (no stack is started)`;
+
+/** Parses the command line; prints the usage and exits for --help, throws (with the usage) on a bad value. */
+export function parseOptions(argv: string[]): Command {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      apps: { type: 'string' },
+      workers: { type: 'string', default: '1' },
+      'idle-seconds': { type: 'string', default: '60' },
+      'timeout-seconds': { type: 'string' },
+      'promote-sample': { type: 'string', default: '5' },
+      'create-concurrency': { type: 'string', default: '20' },
+      'apply-concurrency': { type: 'string', default: '10' },
+      'history-sample': { type: 'string', default: '200' },
+      'pod-delay-ms': { type: 'string', default: '100' },
+      out: { type: 'string', default: join(root, 'results') },
+      'no-floor': { type: 'boolean', default: false },
+      'operator-arg': { type: 'string', multiple: true, default: [] },
+      'keep-stack': { type: 'boolean', default: false },
+      report: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+    strict: true,
+    allowPositionals: false,
+  });
+  if (values.help) {
+    console.log(usage);
+    process.exit(0);
+  }
+  if (values.report) return { report: resolve(values.report) };
+  const int = (name: string, v: string | undefined, min: number): number => {
+    const n = Number(v);
+    if (v === undefined || !Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min} (got ${v ?? 'nothing'})\n${usage}`);
+    return n;
+  };
+  const apps = int('apps', values.apps, 1);
+  const workers = values.workers.split(',').map((w) => int('workers', w.trim(), 1));
+  return {
+    run: {
+      apps, workers,
+      idleSeconds: int('idle-seconds', values['idle-seconds'], 0),
+      timeoutSeconds: values['timeout-seconds'] ? int('timeout-seconds', values['timeout-seconds'], 1) : 300 + Math.ceil(apps / 2),
+      promoteSample: int('promote-sample', values['promote-sample'], 0),
+      createConcurrency: int('create-concurrency', values['create-concurrency'], 1),
+      applyConcurrency: int('apply-concurrency', values['apply-concurrency'], 1),
+      historySample: int('history-sample', values['history-sample'], 1),
+      podDelayMs: int('pod-delay-ms', values['pod-delay-ms'], 0),
+      out: resolve(values.out),
+      floor: !values['no-floor'],
+      keepStack: values['keep-stack'],
+      operatorArgs: values['operator-arg'],
+    },
+  };
+}

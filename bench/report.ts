@@ -1,0 +1,276 @@
+// The benchmark's results: the JSON report, its targets (reported as PASS/MISS, never asserted), the printed
+// tables and the latency charts.
+import { readFile, readdir, writeFile } from 'node:fs/promises';
+import { cpus, loadavg, platform, release, totalmem } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { versions as stackVersions } from '../stack/versions.ts';
+import { isWrite, sum } from './apiserver.ts';
+import { latencyChartSvg, writeChart, type Series } from './chart.ts';
+import type { CpuSnapshot } from './cpu.ts';
+import type { FloorResult } from './floor.ts';
+import type { RunResult } from './operator-run.ts';
+import type { Options } from './options.ts';
+import { perApp, type EventCounts } from './temporal.ts';
+import { distribution, fmt, table, verdict } from './util.ts';
+
+const root = resolve(import.meta.dirname, '..');
+
+const VERBS = ['GET', 'LIST', 'WATCH', 'POST', 'PUT', 'PATCH', 'APPLY', 'APPLY dry-run', 'DELETE'];
+
+function verbRow(label: string, byVerbCounts: Record<string, number>, n: number): (string | number)[] {
+  const other = sum(byVerbCounts, (k) => !VERBS.includes(k));
+  return [label, ...VERBS.map((v) => (byVerbCounts[v] ?? 0) / n), other / n, sum(byVerbCounts) / n, sum(byVerbCounts, isWrite) / n];
+}
+
+function runLabel(r: RunResult): string {
+  return `operator, ${r.workers} worker${r.workers > 1 ? 's' : ''}`;
+}
+
+const mb = (n: number) => `${n.toFixed(0)} MB`;
+
+/** The JSON written to results/bench-*.json (and read back by --report). */
+export interface Report {
+  command: string;
+  startedAt: string;
+  finishedAt: string;
+  machine: Record<string, unknown>;
+  versions: Record<string, string>;
+  code: { commit: string; uncommitted: string[]; bundleSource: string };
+  options: Options & { nodes: number };
+  definitions: Record<string, string>;
+  floor: FloorResult | null;
+  runs: RunResult[];
+  targets: { target: string; results: { workers: number; verdict: string; value: string }[] }[];
+  files: string[];
+}
+
+/** The machine and the versions a result was measured with. */
+export async function setup(): Promise<Pick<Report, 'machine' | 'versions'>> {
+  const workerPkg = JSON.parse(await readFile(join(root, 'node_modules', '@temporalio', 'worker', 'package.json'), 'utf8')) as { version: string };
+  return {
+    machine: {
+      cores: cpus().length, cpu: cpus()[0]?.model ?? '?', memoryGiB: (totalmem() / 2 ** 30).toFixed(1), os: `${platform()} ${release()}`,
+      loadAtStart: loadavg().map((l) => l.toFixed(2)).join(' '),
+    },
+    versions: {
+      node: process.version, kubernetes: stackVersions.kubernetes, etcd: stackVersions.etcd, kwok: stackVersions.kwok, 'temporal-cli': stackVersions.temporalCli,
+      '@temporalio/*': workerPkg.version,
+    },
+  };
+}
+
+/** What each measure means, written into every result. */
+export const definitions: Record<string, string> = {
+  latency: 'per app: from the create request being answered to the first poll (Applications, Deployments and Services listed every 500 ms) that sees status.observedGeneration == metadata.generation, phase Running, and the Deployment and Service present',
+  makespan: 'from the first create request to the last app converged',
+  floor: 'the same N apps created without an operator, read back, rendered with renderChildren and server-side applied at the operator\'s concurrency, until every Deployment is available; no Temporal, no status writes',
+  temporalActions: 'workflow starts + signals + activities scheduled + timers started (counted from histories; extrapolated from a sample when the run has more executions than --history-sample)',
+  idleWrites: 'POST/PUT/PATCH/APPLY/DELETE requests made by the operator processes (client-side probe) in the idle window',
+  apiAllClients: 'apiserver_request_total deltas over the window, all clients, minus the benchmark\'s own polling',
+};
+
+const OUR_COMPONENTS = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator'];
+
+/**
+ * Makespan ratio estimated from CPU: on a CPU-bound machine the makespan scales with the CPU spent per app by the
+ * stack, Temporal and the operator; unlike the wall-clock ratio it does not depend on other people's load while
+ * the floor and the run were measured (at different times).
+ */
+function cpuRatio(r: RunResult, floor: FloorResult | null): number | null {
+  if (!floor?.cpu || !r.cpu) return null;
+  const ours = (c: CpuSnapshot) => OUR_COMPONENTS.reduce((n, k) => n + (c[k] ?? 0), 0);
+  const f = ours(floor.cpu) / floor.apps;
+  return f > 0 ? ours(r.cpu.create) / r.apps / f : null;
+}
+
+/** Each target with a verdict per run (reported, never asserted). */
+export function targets(opts: Options, runs: RunResult[], floor: FloorResult | null): Report['targets'] {
+  const at1000 = opts.apps === 1000 ? '' : ` (target set at 1,000 apps; this run has ${opts.apps})`;
+  const at10k = opts.apps === 10_000 ? '' : ` (target set at 10,000 apps; this run has ${opts.apps})`;
+  const rows: Report['targets'] = [];
+  const each = (target: string, f: (r: RunResult) => { ok: boolean | null; value: string }) =>
+    rows.push({ target, results: runs.map((r) => { const v = f(r); return { workers: r.workers, verdict: verdict(v.ok), value: v.value }; }) });
+  each(`makespan <= 1.5x floor${at1000}`, (r) => {
+    if (r.ratioToFloor === null) return { ok: null, value: 'no floor' };
+    const c = cpuRatio(r, floor);
+    return { ok: r.ratioToFloor <= 1.5, value: `${r.ratioToFloor.toFixed(2)}x${c ? ` (CPU-normalized ${c.toFixed(2)}x)` : ''}` };
+  });
+  each(`<= 12 Temporal actions per app create${at1000}`, (r) => {
+    if (!r.temporal) return { ok: null, value: 'not counted' };
+    const a = perApp(r.temporal.create, r.apps).actions;
+    return { ok: a <= 12, value: a.toFixed(1) };
+  });
+  each(`no idle writes by the operator (${opts.idleSeconds} s)${at1000}`, (r) => ({ ok: r.idle.operatorWrites === 0, value: `${r.idle.operatorWrites} writes` }));
+  each(`RSS <= 300 MB per operator process${at1000}`, (r) => {
+    const peak = Math.max(...r.memory.map((m) => m.peakRssMB));
+    return { ok: peak <= 300, value: mb(peak) };
+  });
+  each(`all apps converge without errors${at10k}`, (r) => {
+    // Workflows of the promote sample are reported with the promote latency, not here.
+    const failedWf = (r.closedWorkflows ?? []).filter((w) => !w.workflowId.includes('/promo-') && (w.status === 'FAILED' || w.status === 'TERMINATED' || w.status === 'TIMED_OUT')).length;
+    return {
+      ok: r.converged === r.apps && r.failed.length === 0 && !r.timedOut && failedWf === 0,
+      value: `${r.converged}/${r.apps}, ${r.failed.length} Failed apps${r.timedOut ? ', timed out' : ''}, ${failedWf} failed workflows`,
+    };
+  });
+  return rows;
+}
+
+/** Prints the tables of a result. */
+export function printReport(rep: Report): void {
+  const { floor, runs, options: opts } = rep;
+  const n = opts.apps;
+  const out: string[] = [];
+  const h = (t: string) => out.push('', `== ${t}`);
+  h('Setup');
+  const m = rep.machine;
+  out.push(`machine:  ${String(m['cores'])} cores (${String(m['cpu'])}), ${String(m['memoryGiB'])} GiB memory, ${String(m['os'])}; load average at start ${String(m['loadAtStart'])} (other work shares this machine: numbers are noisy)`);
+  out.push(`versions: ${Object.entries(rep.versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+  out.push(`command:  ${rep.command}`);
+  if (rep.code) out.push(`code:     commit ${rep.code.commit}${rep.code.uncommitted.length ? ` + uncommitted: ${rep.code.uncommitted.join(', ')}` : ''}; operator sources ${rep.code.bundleSource} at bundling${runs.some((r) => r.sourceHash !== rep.code.bundleSource) ? `; CHANGED during the benchmark: ${runs.map((r) => `${r.workers}w ran ${r.sourceHash}`).join(', ')}` : ', unchanged for every run'}`);
+  out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1 (children: Deployment + Service)`);
+  if (runs[0]) out.push(`operator: application-operator run ${runs[0].operatorFlags.filter((f) => !/kubeconfig|address|bundle|metrics-addr|task-queue|namespaces=/.test(f)).join(' ')} (other flags at their defaults)`);
+
+  h(`Convergence, N = ${n} (latency: create answered -> first 500 ms poll seeing phase Running at the current generation with Deployment and Service present)`);
+  const rows: (string | number)[][] = [];
+  if (floor) rows.push(['floor (SSA, no Temporal)', floor.apps, 0, '-', '-', '-', '-', floor.makespanSeconds, 1, floor.cpu ? 1 : '-']);
+  for (const r of runs) {
+    const d = r.latency;
+    rows.push([runLabel(r), r.converged, r.failed.length + (r.converged < r.apps ? r.apps - r.converged - r.failed.length : 0),
+      d ? d.p50 / 1000 : '-', d ? d.p95 / 1000 : '-', d ? d.p99 / 1000 : '-', d ? d.max / 1000 : '-', r.makespanSeconds, r.ratioToFloor ?? '-', cpuRatio(r, floor) ?? '-']);
+  }
+  out.push(table(['run', 'converged', 'not converged', 'p50 s', 'p95 s', 'p99 s', 'max s', 'makespan s', 'x floor', 'x floor (CPU)'], rows));
+  out.push('x floor (CPU) = CPU per app of the stack, Temporal and the operator in the run / in the floor: the makespan ratio on a dedicated CPU-bound machine, free of the other load that varies between the two measurements');
+  if (floor) {
+    out.push(`floor: create ${floor.apps} apps ${floor.createSeconds.toFixed(1)} s (${opts.createConcurrency} at a time) + read back & render ${floor.renderSeconds.toFixed(1)} s + apply ${floor.applies} children ${floor.applySeconds.toFixed(1)} s (${opts.applyConcurrency} apps at a time: ${(floor.applies / floor.applySeconds).toFixed(0)} applies/s) + until every Deployment available ${floor.availableSeconds.toFixed(1)} s = ${floor.makespanSeconds.toFixed(1)} s`);
+  }
+  for (const r of runs) out.push(`${runLabel(r)}: creates took ${r.createSeconds.toFixed(1)} s; makespan = first create -> last app converged`);
+
+  h('API requests per app (apiserver_request_total deltas / N, the bench\'s own polling subtracted; probe = the operator processes\' own client-side count)');
+  const apiRows: (string | number)[][] = [];
+  if (floor) apiRows.push(verbRow('floor: all clients', floor.api.allClientsByVerb, n));
+  for (const r of runs) {
+    apiRows.push(verbRow(`${r.workers}w: all clients`, r.api.allClientsByVerb, n));
+    apiRows.push(verbRow(`${r.workers}w: operator (probe)`, r.api.operatorByVerb, n));
+  }
+  out.push(table(['source', ...VERBS, 'other', 'total', 'writes'], apiRows));
+  out.push('all clients = the user\'s creates, the operator, controller-manager, scheduler and kwok (kwok heartbeats included)');
+
+  h('Temporal per app, create phase (counted from workflow histories)');
+  const tRows: (string | number)[][] = [];
+  for (const r of runs) {
+    if (!r.temporal) {
+      tRows.push([runLabel(r), r.temporalError ?? 'not counted', '', '', '', '', '', '', '', '', '']);
+      continue;
+    }
+    const c = perApp(r.temporal.create, n);
+    tRows.push([runLabel(r), `${r.temporal.sampled}/${r.temporal.executions}${r.temporal.extrapolated ? ' (extrapolated)' : ''}`,
+      c.starts, c.workflowTasks, c.activities, c.signals, c.timers, c.upserts, c.events, c.failures, c.actions]);
+  }
+  out.push(table(['run', 'histories read', 'starts', 'wf tasks', 'activities', 'signals', 'timers', 'SA upserts', 'events', 'failures', 'actions*'], tRows));
+  out.push('* Temporal actions (this benchmark\'s definition) = workflow starts + signals + activities scheduled + timers started; search-attribute upserts are shown but not counted');
+
+  h(`Idle: ${opts.idleSeconds} s after the last app converged`);
+  const iRows: (string | number)[][] = [];
+  for (const r of runs) {
+    const t: EventCounts | null = r.temporal ? perApp(r.temporal.idle, n) : null;
+    iRows.push([runLabel(r), r.idle.operatorWrites, r.idle.operatorWrites / n, sum(r.idle.operatorByVerb) / n,
+      t ? t.workflowTasks : '-', t ? t.activities : '-', t ? t.timers : '-', t ? t.signals : '-', r.idle.allClientsWrites]);
+  }
+  out.push(table(['run', 'operator writes', 'writes/app', 'operator requests/app', 'wf tasks/app', 'activities/app', 'timers/app', 'signals/app', 'all-clients writes (total)'], iRows));
+  for (const r of runs) {
+    const top = Object.entries(r.idle.allClientsWritesByResource).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ');
+    if (top) out.push(`${r.workers}w idle writes by all clients: ${top}`);
+  }
+
+  h('Memory: peak RSS per operator process (VmHWM / VmRSS sampled every 500 ms)');
+  out.push(table(['run', 'process', 'RSS when ready MB', 'peak RSS MB', 'RSS at end MB'], runs.flatMap((r) => r.memory.map((mm) => [runLabel(r), mm.process, mm.readyRssMB, mm.peakRssMB, mm.endRssMB]))));
+
+  h('CPU by component, ms per app (from /proc; "others" = the rest of the machine: other people\'s work on a shared machine)');
+  const comps = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator', 'bench', 'others'];
+  const cpuRow = (label: string, c: CpuSnapshot, seconds: number): (string | number)[] =>
+    [label, ...comps.map((k) => ((c[k] ?? 0) * 1000) / n), seconds, `${(((c['machine'] ?? 0) / (seconds * Number(rep.machine['cores']))) * 100).toFixed(0)}%`];
+  const cpuRows: (string | number)[][] = [];
+  if (floor?.cpu) cpuRows.push(cpuRow('floor', floor.cpu, floor.makespanSeconds));
+  for (const r of runs) if (r.cpu) cpuRows.push(cpuRow(`${r.workers}w create`, r.cpu.create, r.makespanSeconds));
+  for (const r of runs) if (r.cpu) cpuRows.push(cpuRow(`${r.workers}w idle`, r.cpu.idle, r.idle.seconds));
+  out.push(table(['window', ...comps, 'window s', 'machine busy'], cpuRows));
+
+  if (runs.some((r) => r.promote)) {
+    h('Promote latency: promote update accepted -> VirtualService read back at 100% stable');
+    out.push(table(['run', 'sample', 'p50 s', 'max s', 'update p50 ms', 'to Promoted p50 s', 'errors', 'app workflows FAILED after'], runs.filter((r) => r.promote).map((r) => {
+      const p = r.promote!;
+      const d = distribution(p.latenciesMs);
+      const u = distribution(p.updateMs);
+      const pr = distribution(p.promotedMs);
+      const failedAfter = (r.closedWorkflows ?? []).filter((w) => w.workflowId.includes('/promo-') && w.type === 'applicationWorkflow' && w.status === 'FAILED').length;
+      return [runLabel(r), `${p.latenciesMs.length}/${p.sample}`, d ? d.p50 / 1000 : '-', d ? d.max / 1000 : '-', u ? u.p50 : '-', pr ? pr.p50 / 1000 : '-', p.errors.length, `${failedAfter}/${p.sample}`];
+    })));
+  }
+
+  h('Targets (reported, never asserted)');
+  out.push(table(['target', ...runs.map((r) => `${r.workers}w`)], rep.targets.map((t) => [t.target, ...t.results.map((x) => `${x.verdict} ${x.value}`)])));
+
+  h('Diagnostics');
+  for (const r of runs) {
+    const lm = Object.entries(r.diagnostics.latencyMeans).map(([k, v]) => `${k.replace(/^temporal_|^application_operator_/, '')} ${fmt(v.mean)} (n=${v.count})`).join('; ');
+    out.push(`${r.workers}w: watcher signals ${JSON.stringify(r.diagnostics.signals)}; histogram means: ${lm || 'none'}`);
+    out.push(`${r.workers}w: operator log ${r.diagnostics.log.warnings} warnings, ${r.diagnostics.log.errors} errors${Object.keys(r.diagnostics.log.messages).length ? `: ${Object.entries(r.diagnostics.log.messages).sort((a, b) => b[1] - a[1]).slice(0, 5).map(([k, v]) => `${v}x ${k}`).join('; ')}` : ''}`);
+    const top = Object.entries(r.api.operatorByResource).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${fmt(v / n)}`).join(', ');
+    out.push(`${r.workers}w: operator requests per app by resource: ${top}`);
+    if (r.temporal?.failureTypes && Object.keys(r.temporal.failureTypes).length) out.push(`${r.workers}w: task failures in the ${r.temporal.sampled} sampled histories: ${Object.entries(r.temporal.failureTypes).map(([k, v]) => `${v}x ${k}`).join('; ')}`);
+    if (r.temporal) out.push(`${r.workers}w: history length mean ${r.temporal.historyLength.mean.toFixed(1)}, max ${r.temporal.historyLength.max}; last idle-window event ${r.temporal.lastIdleEventSeconds.toFixed(1)} s after convergence`);
+    for (const w of r.closedWorkflows ?? []) out.push(`${r.workers}w: workflow ${w.workflowId} (${w.type}) ended ${w.status}${w.failure ? `: ${w.failure}` : ''}`);
+  }
+  h('Files');
+  for (const f of rep.files) out.push(relative(process.cwd(), f) || f);
+  console.log(out.join('\n'));
+}
+
+/** One run as a chart series. */
+function series(r: RunResult, floor: FloorResult | null): Series {
+  return { label: `N=${r.apps}, ${r.workers} worker${r.workers > 1 ? 's' : ''}`, latenciesMs: r.latenciesMs, makespanMs: r.makespanSeconds * 1000, ...(floor ? { floorMs: floor.makespanSeconds * 1000 } : {}) };
+}
+
+/**
+ * Writes `<base>.json`, this result's chart and the chart of the latest run of every N in the results folder, and
+ * lists them (and the log folder) in the report's files; returns a note about the charts, if any.
+ */
+export async function writeResults(rep: Report, base: string, logDir: string): Promise<string | undefined> {
+  const dir = rep.options.out;
+  const chart = await writeChart(`${base}.svg`, latencyChartSvg(
+    rep.runs.map((r) => series(r, rep.floor)),
+    `Application convergence latency, N = ${rep.options.apps}`,
+    `${String(rep.machine['cores'])} cores, ${String(rep.machine['memoryGiB'])} GiB; ${rep.startedAt}; ${rep.command}`,
+  ));
+  rep.files.push(`${base}.json`, ...chart.files, logDir);
+  await writeFile(`${base}.json`, JSON.stringify(rep, null, 1));
+  const aggregate = await aggregateChart(dir);
+  const agg = await writeChart(join(dir, 'latency-by-n.svg'), latencyChartSvg(aggregate, 'Application convergence latency per N (latest run of each N and worker count)', `from ${relative(root, dir) || dir}/bench-*.json`));
+  rep.files.push(...agg.files);
+  await writeFile(`${base}.json`, JSON.stringify(rep, null, 1));
+  return chart.note;
+}
+
+/** The latest result per (N, workers) found in the results folder: latency distribution per N. */
+async function aggregateChart(dir: string): Promise<Series[]> {
+  const latest = new Map<string, { at: string; s: Series }>();
+  for (const f of (await readdir(dir)).filter((x) => /^bench-.*\.json$/.test(x))) {
+    try {
+      const rep = JSON.parse(await readFile(join(dir, f), 'utf8')) as Report;
+      for (const r of rep.runs) {
+        const key = `${r.apps}/${r.workers}`;
+        const prev = latest.get(key);
+        if (prev && prev.at > rep.startedAt) continue;
+        latest.set(key, { at: rep.startedAt, s: series(r, rep.floor) });
+      }
+    } catch {
+      // not a result file of this format
+    }
+  }
+  return [...latest.entries()].sort(([a], [b]) => {
+    const [na, wa] = a.split('/').map(Number);
+    const [nb, wb] = b.split('/').map(Number);
+    return na! - nb! || wa! - wb!;
+  }).map(([, v]) => v.s);
+}
