@@ -85,11 +85,17 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
     child.stderr?.pipe(log, { end: false });
     const c = child;
     const probe = opts.waitReady === false ? 'healthz' : 'readyz';
-    await eventually(`operator ${probe === 'readyz' ? 'ready' : 'serving'}`, async () => {
-      if (exited(c)) throw new StopPolling(`operator exited with ${c.exitCode ?? c.signalCode}; log: ${logFile}\n${await tail()}`);
-      const r = await fetch(`${metricsUrl}/${probe}`).catch(() => null);
-      return r?.ok ? true : undefined;
-    }, { timeoutMs: opts.readyTimeoutMs ?? 60_000 });
+    try {
+      await eventually(`operator ${probe === 'readyz' ? 'ready' : 'serving'}`, async () => {
+        if (exited(c)) throw new StopPolling(`operator exited with ${c.exitCode ?? c.signalCode}; log: ${logFile}\n${await tail()}`);
+        const r = await fetch(`${metricsUrl}/${probe}`).catch(() => null);
+        return r?.ok ? true : undefined;
+      }, { timeoutMs: opts.readyTimeoutMs ?? 60_000 });
+    } catch (err) {
+      // Not left running behind a failed start.
+      if (!exited(c)) c.kill('SIGKILL');
+      throw err;
+    }
   };
 
   const stop = async (signal: NodeJS.Signals = 'SIGTERM', graceMs = 15_000) => {
