@@ -5,11 +5,13 @@ import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import { readRouteWeights, renderDestinationRule, renderVirtualService, type RoutesOf, type RouteWeights } from '../render/istio.ts';
+import {
+  readRouteWeights, renderDestinationRule, renderVirtualService, routesToCanary, type CanaryRoute, type RoutesOf, type RouteWeights, type VirtualService,
+} from '../render/istio.ts';
 import { rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment } from '../reconcile/status.ts';
-import { routableWeight } from '../workflows/rollout/decide.ts';
+import { reachesCanary, routable, sameRoute } from '../workflows/rollout/decide.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
-import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, PlanInput, SetWeightInput } from './types.ts';
+import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, PlanInput, RouteInput } from './types.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 
@@ -50,17 +52,29 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
 }
 
 /**
- * What a gate check needs, read in one go: the canary's ready replicas and restarts, the weight the VirtualService
- * really routes to it, and whether the DestinationRule still has its subset (a hand edit or a deletion shows here).
+ * What a gate check needs, read in one go: the canary's ready replicas and restarts, the routes the VirtualService
+ * really has (compared with what the rollout last set: a hand edit shows here), and whether the DestinationRule
+ * still has the canary's subset.
  */
-export async function observeCanary(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryObservation> {
-  const [health, vs, dr] = await Promise.all([
+export async function observeCanary(deps: ActivityDeps, input: RouteInput): Promise<CanaryObservation> {
+  const [health, vs, dr, raw] = await Promise.all([
     canaryHealth(deps, input),
-    deps.kube.get<RoutesOf>(childRef(input, kinds.virtualService)),
+    deps.kube.get<VirtualService>(childRef(input, kinds.virtualService)),
     deps.kube.get<{ spec?: { subsets?: { name?: string; labels?: Record<string, string> }[] } }>(childRef(input, kinds.destinationRule)),
+    deps.kube.get(appRef(input)),
   ]);
   const subset = (dr?.spec?.subsets ?? []).some((s) => s.name === CANARY_SUBSET && s.labels?.[LABEL_VERSION] === input.version);
-  return { health, routedWeight: readRouteWeights(vs)?.canary ?? null, subset };
+  const parsed = raw ? parseApplication(raw) : null;
+  // What the VirtualService should route, rendered from today's spec (a changed retry policy shows as drift too).
+  const asIntended = !parsed?.ok || (vs !== null && sameJson(vs.spec.http, renderVirtualService(parsed.app, { canary: input.route }).spec.http));
+  return { health, routed: readRouteWeights(vs), asIntended, subset };
+}
+
+/** Equal as JSON, whatever the order of keys (the API server stores objects with sorted keys). */
+function sameJson(a: unknown, b: unknown): boolean {
+  const canonical = (v: unknown): unknown => (Array.isArray(v) ? v.map(canonical)
+    : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => x.localeCompare(y)).map(([k, x]) => [k, canonical(x)])) : v);
+  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
 }
 
 /** Ready replicas and container restarts of the canary's pods. */
@@ -75,29 +89,38 @@ async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: st
   return { exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts };
 }
 
-/** Reads the VirtualService back: the weights the mesh will actually use. */
+/** Reads the VirtualService back: the routes the mesh will actually use. */
 async function readWeights(deps: ActivityDeps, c: CanaryRef): Promise<RouteWeights | null> {
   return readRouteWeights(await deps.kube.get<RoutesOf>(childRef(c, kinds.virtualService)));
 }
 
 /**
- * Routes `weight`% to the canary and verifies it by reading the VirtualService back. Refuses (non-retryable
- * CanaryNotReady) to send any traffic to a canary without a ready replica.
+ * Routes to the canary what `route` says (a weight, a header route, a mirror) and verifies it by reading the
+ * VirtualService back. Refuses (non-retryable CanaryNotReady) to send any request to a canary without a ready
+ * replica.
  */
-export async function setCanaryWeight(deps: ActivityDeps, input: SetWeightInput): Promise<RouteWeights> {
-  if (input.weight > 0) {
+export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Promise<RouteWeights> {
+  const { route } = input;
+  if (reachesCanary(route)) {
     const health = await canaryHealth(deps, input);
-    if (routableWeight(input.weight, health.readyReplicas) !== input.weight) {
-      throw ApplicationFailure.nonRetryable(`refusing to route ${input.weight}% to a canary with 0 ready replicas`, FailureType.CanaryNotReady);
+    if (!sameRoute(routable(route, health.readyReplicas), route)) {
+      throw ApplicationFailure.nonRetryable(`refusing to route to a canary with 0 ready replicas (${describeRoute(route)})`, FailureType.CanaryNotReady);
     }
   }
   const app = await readApp(deps, input);
-  await deps.kube.apply(renderVirtualService(app, { canaryWeight: input.weight }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+  const rendered = renderVirtualService(app, { canary: route });
+  await deps.kube.apply(rendered as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
   const read = await readWeights(deps, input);
-  if (!read || read.canary !== input.weight || read.stable !== 100 - input.weight || read.total !== 100) {
-    throw new Error(`VirtualService read back as ${JSON.stringify(read)}, expected canary ${input.weight}% / stable ${100 - input.weight}%`);
+  const expected = readRouteWeights(rendered);
+  if (!read || !sameJson(read, expected)) {
+    throw new Error(`VirtualService read back as ${JSON.stringify(read)}, expected ${JSON.stringify(expected)}`);
   }
   return read;
+}
+
+/** A route in words, for messages. */
+function describeRoute(r: CanaryRoute): string {
+  return [`${r.weight}%`, r.headers?.length ? 'a header route' : '', r.mirror ? `a ${r.mirror}% mirror` : ''].filter(Boolean).join(', ');
 }
 
 /**
@@ -112,9 +135,9 @@ export async function removeCanary(deps: ActivityDeps, input: CanaryRef): Promis
     if (parsed?.ok && parsed.app.spec.serviceMesh?.enabled) {
       const app = parsed.app;
       if (await deps.kube.get(childRef(input, kinds.virtualService))) {
-        await deps.kube.apply(renderVirtualService(app, { canaryWeight: null }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+        await deps.kube.apply(renderVirtualService(app, { canary: null }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
         const read = await readWeights(deps, input);
-        if (read && (read.stable !== 100 || read.canary !== 0)) throw new Error(`VirtualService read back as ${JSON.stringify(read)} after routing everything to stable`);
+        if (read && (read.stable !== 100 || routesToCanary(read))) throw new Error(`VirtualService read back as ${JSON.stringify(read)} after routing everything to stable`);
         heartbeat('traffic restored to stable');
       }
       if (await deps.kube.get(childRef(input, kinds.destinationRule))) {
@@ -176,7 +199,7 @@ export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Pr
  * the reconciler's status writes, and records the transition as an Event.
  */
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
-  const { pauseEndsAt, abortedBy, reason, ...rest } = input.status;
+  const { pauseEndsAt, abortedBy, reason, routing, analysis, ...rest } = input.status;
   const raw = await deps.kube.get<{ metadata: { uid?: string; resourceVersion?: string }; status?: { observedGeneration?: number; conditions?: Condition[] } }>(appRef(input));
   // The Application is gone (deleted mid-rollout): nothing left to report on.
   if (!raw) return;
@@ -186,7 +209,10 @@ export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusI
     // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
     await deps.kube.mergePatch(appRef(input), {
       metadata: { resourceVersion: raw.metadata.resourceVersion },
-      status: { canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null }, conditions },
+      status: {
+        canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null },
+        conditions,
+      },
     }, 'status');
   } catch (err) {
     if (err instanceof KubeError && err.status === 404) return;

@@ -10,6 +10,8 @@ export interface ActivityDeps {
   temporalNamespace: string;
   metrics?: Metrics;
   log?: Logger;
+  /** The Prometheus canary analysis asks, unless an Application names its own. */
+  prometheusAddress?: string;
 }
 
 /** A link to the workflow in the Temporal UI. */

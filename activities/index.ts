@@ -1,8 +1,9 @@
-import type { CanaryRef, CanaryStatusInput, FinalizeInput, PlanInput, ReconcileInput, SetWeightInput } from './types.ts';
+import type { CanaryRef, CanaryStatusInput, FinalizeInput, MetricsInput, PlanInput, ReconcileInput, RouteInput } from './types.ts';
 import {
-  finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryWeight, stableRolledOut, writeCanaryStatus,
+  finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
 } from './canary.ts';
 import type { ActivityDeps } from './deps.ts';
+import { queryMetrics } from './metrics.ts';
 import { finalizeApplication, reconcileApplication } from './reconcile.ts';
 
 /** The activities a worker registers, bound to the process's clients. */
@@ -11,8 +12,9 @@ export function createActivities(deps: ActivityDeps) {
     reconcileApplication: (input: ReconcileInput) => reconcileApplication(deps, input),
     finalizeApplication: (input: FinalizeInput) => finalizeApplication(deps, input),
     prepareCanary: (input: PlanInput) => prepareCanary(deps, input),
-    observeCanary: (input: CanaryRef & { version: string }) => observeCanary(deps, input),
-    setCanaryWeight: (input: SetWeightInput) => setCanaryWeight(deps, input),
+    observeCanary: (input: RouteInput) => observeCanary(deps, input),
+    queryMetrics: (input: MetricsInput) => queryMetrics(deps, input),
+    setCanaryRoute: (input: RouteInput) => setCanaryRoute(deps, input),
     removeCanary: (input: CanaryRef) => removeCanary(deps, input),
     promoteStable: (input: PlanInput) => promoteStable(deps, input),
     stableRolledOut: (input: CanaryRef & { image: string }) => stableRolledOut(deps, input),

@@ -1,5 +1,6 @@
 // Inputs and outputs of the activities, shared with the workflows that call them (as types only).
 import type { RolloutPhase } from '../api/constants.ts';
+import type { CanaryRoute, RouteWeights } from '../render/istio.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 
 export interface ReconcileInput {
@@ -51,9 +52,9 @@ export interface PlanInput extends CanaryRef {
   plan: RolloutPlan;
 }
 
-export interface SetWeightInput extends CanaryRef {
-  weight: number;
+export interface RouteInput extends CanaryRef {
   version: string;
+  route: CanaryRoute;
 }
 
 export interface CanaryHealth {
@@ -63,13 +64,44 @@ export interface CanaryHealth {
   restarts: number;
 }
 
+/** One metric judged once: what was asked, what came back, and what it means. */
+export interface AnalysisVerdict {
+  metric: string;
+  at: string;
+  /** pass, fail or inconclusive. */
+  result: 'pass' | 'fail' | 'inconclusive';
+  value?: number;
+  range: { min?: number; max?: number };
+  /** The query as sent. */
+  query: string;
+  message: string;
+  /** The canary's weight when it was judged. */
+  weight: number;
+  dryRun?: boolean;
+}
+
 /** What a gate check sees of the canary: its pods, and its routes as the mesh will use them. */
 export interface CanaryObservation {
   health: CanaryHealth;
-  /** The canary's weight read back from the VirtualService; null when there is no VirtualService. */
-  routedWeight: number | null;
+  /** The routes read back from the VirtualService; null when there is no VirtualService. */
+  routed: RouteWeights | null;
+  /** The VirtualService routes exactly what the rollout last set (no hand edit, nothing missing). */
+  asIntended: boolean;
   /** The DestinationRule has the canary's subset. */
   subset: boolean;
+}
+
+export interface MetricsInput extends CanaryRef {
+  /** The Application's own Prometheus, overriding the operator's. */
+  address?: string;
+  queries: { name: string; query: string }[];
+}
+
+/** One query's answer: a value, or why there is none (no data, an error, Prometheus unreachable). */
+export interface MetricValue {
+  name: string;
+  value: number | null;
+  error?: string;
 }
 
 export interface CanaryStatusInput extends CanaryRef {
@@ -85,6 +117,10 @@ export interface CanaryStatusInput extends CanaryRef {
     pauseEndsAt?: string;
     abortedBy?: string;
     reason?: string;
+    /** The last analysis verdicts (newest last). */
+    analysis?: AnalysisVerdict[];
+    /** A header route or mirror in place, in words. */
+    routing?: string;
   };
   /** A Kubernetes Event to record on the Application with this transition. */
   event?: { reason: string; message: string; type: 'Normal' | 'Warning' };

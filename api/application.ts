@@ -295,6 +295,21 @@ const trafficPolicySchema = z.object({
 
 const weight = (field: string) => z.int({ error: typeError('integer') }).refine((w) => w >= 0 && w <= 100, `${field} must be between 0 and 100`);
 
+const HEADER_NAME = /^[a-z0-9][-a-z0-9_.]*$/;
+const COOKIE_NAME = /^[A-Za-z0-9!#$%&*+.^_|~-]+$/;
+
+const routeMatchSchema = z
+  .object({
+    header: str(256).refine((s) => HEADER_NAME.test(s), 'header must be a lowercase header name such as x-canary').optional(),
+    cookie: str(256).refine((s) => COOKIE_NAME.test(s), 'cookie must be a cookie name (letters, digits and !#$%&*+.^_|~-)').optional(),
+    exact: str(1024).optional(),
+    prefix: str(1024).optional(),
+    regex: str(1024).optional(),
+  })
+  .refine((m) => (m.header !== undefined) !== (m.cookie !== undefined), 'each match sets exactly one of header or cookie')
+  .refine((m) => [m.exact, m.prefix, m.regex].filter((x) => x !== undefined).length === 1, 'each match sets exactly one of exact, prefix or regex')
+  .refine((m) => m.cookie === undefined || m.exact !== undefined, 'a cookie match needs exact');
+
 const canaryStepSchema = z
   .object({
     setWeight: weight('setWeight').optional(),
@@ -303,8 +318,45 @@ const canaryStepSchema = z
         duration: duration('pause.duration must be a duration such as 30s, 5m or 1h30m (units ms, s, m, h)', null).optional(),
       })
       .optional(),
+    setHeaderRoute: z.object({ match: list(routeMatchSchema, 8).optional() }).optional(),
+    setMirrorRoute: z.object({ percentage: int(0, 100) }).optional(),
   })
-  .refine((s) => (s.setWeight !== undefined) !== (s.pause !== undefined), 'each step must set exactly one of setWeight or pause');
+  .refine(
+    (s) => [s.setWeight, s.pause, s.setHeaderRoute, s.setMirrorRoute].filter((x) => x !== undefined).length === 1,
+    'each step must set exactly one of setWeight, pause, setHeaderRoute or setMirrorRoute',
+  );
+
+/** The variables a metric's query may use. */
+export const queryVariables = ['namespace', 'name', 'canaryVersion', 'stableVersion', 'canaryWorkload', 'stableWorkload', 'interval'] as const;
+export const metricTemplates = ['request-success-rate', 'request-duration'] as const;
+
+const analysisMetricSchema = z
+  .object({
+    name: str(63).refine((s) => DNS1123_LABEL.test(s), "metric name must be lowercase letters, digits and '-'"),
+    query: str(4096)
+      .refine((q) => [...q.matchAll(/[{][{][^}]*[}][}]/g)].every((m) => (queryVariables as readonly string[]).map((v) => `{{${v}}}`).includes(m[0])),
+        `query may use only ${queryVariables.map((v) => `{{${v}}}`).join(', ').replace(/, ([^,]*)$/, ' and $1')}`)
+      .optional(),
+    template: oneOf(metricTemplates).optional(),
+    thresholdRange: z
+      .object({ min: z.number({ error: typeError('number') }).optional(), max: z.number({ error: typeError('number') }).optional() })
+      .refine((r) => r.min !== undefined || r.max !== undefined, 'thresholdRange needs min, max or both')
+      .refine((r) => r.min === undefined || r.max === undefined || r.min <= r.max, 'thresholdRange.min must not exceed thresholdRange.max'),
+    failureLimit: int(1).default(2),
+    inconclusiveLimit: int(1).default(3),
+    dryRun: bool().default(false),
+  })
+  .refine((m) => (m.query !== undefined) !== (m.template !== undefined), 'each metric sets exactly one of query or template');
+
+const analysisSchema = z.object({
+  interval: duration('analysis.interval must be a duration of at least 1s such as 30s or 1m (units ms, s, m, h)', 1000).default('30s'),
+  prometheusAddress: str(512)
+    .refine((s) => /^https?:\/\/[^/\s]+(\/[^\s]*)?$/.test(s), 'analysis.prometheusAddress must be an http or https URL such as http://prometheus.monitoring:9090')
+    .optional(),
+  metrics: list(analysisMetricSchema, 10)
+    .refine((m) => m.length >= 1, 'should have at least 1 items')
+    .superRefine(uniqueBy('name')),
+});
 
 const healthGatesSchema = z.object({
   minReadyReplicas: int(1, 100).default(1),
@@ -332,6 +384,7 @@ const canarySchema = z
     replicas: int(1, 100).default(1),
     steps: list(canaryStepSchema, 50).optional(),
     healthGates: healthGatesSchema.prefault({}),
+    analysis: analysisSchema.optional(),
     progressDeadline: duration('progressDeadline must be a duration of at least 1s such as 10m or 1h (units ms, s, m, h)', 1000).default('30m'),
   })
   .superRefine((c, ctx) => {
@@ -457,6 +510,8 @@ export type ApplicationSpecInput = z.input<typeof applicationSpecSchema>;
 export type ApplicationStatus = z.output<typeof applicationStatusSchema>;
 export type CanarySpec = z.output<typeof canarySchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
+export type AnalysisSpec = z.output<typeof analysisSchema>;
+export type RouteMatch = z.output<typeof routeMatchSchema>;
 export type Probe = z.output<typeof probeSchema>;
 export type EnvVar = z.output<typeof envVarSchema>;
 

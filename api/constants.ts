@@ -110,6 +110,10 @@ export const Reason = {
   CanaryRolledBack: 'CanaryRolledBack',
   /** Why a rollout was rolled back (status.canary.reason). */
   HealthGateFailed: 'HealthGateFailed',
+  AnalysisFailed: 'AnalysisFailed',
+  /** Events of the analysis that decide something. */
+  AnalysisInconclusive: 'AnalysisInconclusive',
+  AnalysisRecovered: 'AnalysisRecovered',
   RolloutCancelled: 'RolloutCancelled',
   RolloutError: 'RolloutError',
 } as const;

@@ -6,6 +6,7 @@ import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
 import { runOperator } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
 import { appStatus, control, defaultNamespace, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
+import { formatHistory, rolloutHistory } from '../client/history.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
@@ -65,6 +66,20 @@ withTarget(program.command('status').description("show the Application's workflo
       if (s.rollout) console.log(`${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}`);
       else if (s.rolloutResult) console.log(`last rollout: ${formatResult(s.rolloutResult)}`);
       else console.log('no canary rollout');
+    } finally {
+      await connection.close();
+    }
+  });
+
+withTarget(program.command('history').description('every canary rollout of the Application, newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
+  .option('-o, --output <format>', 'text or json', 'text')
+  .option('--limit <n>', 'at most this many rollouts', (v) => Number.parseInt(v, 10), 20)
+  .action(async (app: string, opts: Record<string, unknown>) => {
+    const ns = (opts['namespace'] as string | undefined) ?? defaultNamespace();
+    const { client, connection } = await connectClient(operatorConfig(opts));
+    try {
+      const histories = await rolloutHistory(client, ns, app, opts['limit'] as number);
+      console.log(opts['output'] === 'json' ? JSON.stringify(histories, null, 2) : formatHistory(ns, app, histories));
     } finally {
       await connection.close();
     }

@@ -5,7 +5,7 @@
 import { API_VERSION, KIND, LABEL_MANAGED_BY, MANAGED_BY, canaryName, childName, isTerminal } from '../api/constants.ts';
 import type { Kube } from '../kube/client.ts';
 import { childKinds, kinds, type ChildKind } from '../render/children.ts';
-import { readRouteWeights } from '../render/istio.ts';
+import { readRouteWeights, routesToCanary } from '../render/istio.ts';
 import { temporalClient, type Json } from '../testkit/apps.ts';
 import type { OperatorProcess } from '../testkit/operator.ts';
 import { PROGRESS_DEADLINE_S, type Model } from './operations.ts';
@@ -100,7 +100,7 @@ function applicationProblems(app: Json, find: (k: ChildKind, name: string) => Js
     if (!find(kinds.destinationRule, child)) problems.push('DestinationRule missing');
     if (vs && !inRollout) {
       const w = readRouteWeights(vs);
-      if (w?.stable !== 100) problems.push(`no rollout in flight but VirtualService weights ${JSON.stringify(w)}`);
+      if (w?.stable !== 100 || routesToCanary(w)) problems.push(`no rollout in flight but VirtualService weights ${JSON.stringify(w)}`);
     }
   }
   const wanted = app.spec.serviceMesh?.canary;

@@ -33,6 +33,8 @@ export interface OperatorConfig {
   leaseRetryPeriodSeconds: number;
   /** File of AES-256 keys for the payload codec, current key first (off when neither this nor PAYLOAD_ENCRYPTION_KEY is set). */
   payloadEncryptionKeyFile?: string;
+  /** The Prometheus canary analysis asks, unless an Application names its own. */
+  prometheusAddress?: string;
 }
 
 const int = (v: string) => {
@@ -78,6 +80,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-duration-seconds <s>', 'how long a Lease holds without renewal before another replica may take it').env('LEASE_DURATION_SECONDS').argParser(int).default(15))
     .addOption(new Option('--lease-renew-deadline-seconds <s>', 'the leader gives up leading when it could not renew for this long').env('LEASE_RENEW_DEADLINE_SECONDS').argParser(int).default(10))
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
+    .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
     .addOption(new Option('--payload-encryption-key-file <path>', 'AES-256-GCM keys (base64, one per line, current first) that encrypt workflow payloads; or set PAYLOAD_ENCRYPTION_KEY').env('PAYLOAD_ENCRYPTION_KEY_FILE'));
 }
 
@@ -106,7 +109,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     leaseRenewDeadlineSeconds: (opts['leaseRenewDeadlineSeconds'] as number | undefined) ?? 10,
     leaseRetryPeriodSeconds: (opts['leaseRetryPeriodSeconds'] as number | undefined) ?? 2,
   };
-  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle', 'payloadEncryptionKeyFile'] as const) {
+  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle', 'payloadEncryptionKeyFile', 'prometheusAddress'] as const) {
     const v = str(k);
     if (v) cfg[k] = v;
   }

@@ -142,6 +142,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     const activities = createActivities({
       kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
       ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
+      ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
     });
     const workflowSource = cfg.workflowBundle
       ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }

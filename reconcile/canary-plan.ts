@@ -1,5 +1,6 @@
 import { canaryImage, parseDuration, type Application } from '../api/application.ts';
 import type { PlanStep, RolloutPlan } from '../workflows/rollout/plan.ts';
+import { analysisPlan } from './analysis.ts';
 
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */
 export function rolloutKey(version: string, image: string): string {
@@ -15,9 +16,12 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
   if (!app.spec.serviceMesh?.enabled || !canary?.enabled || !canary.canaryVersion) return undefined;
   const image = canaryImage(app.spec);
   const steps: PlanStep[] = canary.steps?.length
-    ? canary.steps.map((s): PlanStep => (s.setWeight !== undefined
-      ? { kind: 'weight', weight: s.setWeight }
-      : { kind: 'pause', ms: s.pause?.duration ? parseDuration(s.pause.duration) : null }))
+    ? canary.steps.map((s): PlanStep => {
+      if (s.setWeight !== undefined) return { kind: 'weight', weight: s.setWeight };
+      if (s.setHeaderRoute) return { kind: 'header', match: (s.setHeaderRoute.match ?? []).map((m) => ({ ...m })) };
+      if (s.setMirrorRoute) return { kind: 'mirror', percent: s.setMirrorRoute.percentage };
+      return { kind: 'pause', ms: s.pause?.duration ? parseDuration(s.pause.duration) : null };
+    })
     : [{ kind: 'weight', weight: canary.weight }, { kind: 'pause', ms: null }];
   return {
     key: rolloutKey(canary.canaryVersion, image),
@@ -32,6 +36,7 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
       failureThreshold: canary.healthGates.failureThreshold,
       initialDelayMs: parseDuration(canary.healthGates.initialDelay),
     },
+    ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion }) } : {}),
     progressDeadlineMs: parseDuration(canary.progressDeadline),
   };
 }

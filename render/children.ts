@@ -7,7 +7,7 @@ import { canaryName, childName, ISTIO_API_VERSION } from '../api/constants.ts';
 import type { Application } from '../api/application.ts';
 import { renderCanaryDeployment, renderDeployment } from './deployment.ts';
 import { renderHorizontalPodAutoscaler } from './hpa.ts';
-import { renderDestinationRule, renderVirtualService } from './istio.ts';
+import { renderDestinationRule, renderVirtualService, type CanaryRoute } from './istio.ts';
 import { renderPersistentVolumeClaim } from './pvc.ts';
 import { renderService } from './service.ts';
 
@@ -20,8 +20,8 @@ export interface ChildObject {
 }
 
 export interface RenderOptions {
-  /** Canary traffic percentage while a rollout is in flight; null renders the steady state, without a canary. */
-  canaryWeight: number | null;
+  /** What a rollout in flight routes to the canary; null renders the steady state, without a canary. */
+  canary: CanaryRoute | null;
 }
 
 /** One kind of child. */
@@ -64,7 +64,7 @@ export const kinds = {
 export const childKinds: readonly ChildKind[] = Object.values(kinds);
 
 const mesh = (app: Application) => app.spec.serviceMesh?.enabled === true;
-const inRollout = (o: RenderOptions) => o.canaryWeight !== null;
+const inRollout = (o: RenderOptions) => o.canary !== null;
 const asObject = <T>(o: T): ChildObject => o as unknown as ChildObject;
 
 const pvc: Child = { of: kinds.pvc, name: childName, pruned: false, rolloutOwned: false, render: (app) => nullable(renderPersistentVolumeClaim(app)) };
@@ -81,7 +81,7 @@ const destinationRule: Child = {
 };
 const virtualService: Child = {
   of: kinds.virtualService, name: childName, pruned: true, rolloutOwned: true,
-  render: (app, o) => (mesh(app) ? asObject(renderVirtualService(app, { canaryWeight: o.canaryWeight })) : null),
+  render: (app, o) => (mesh(app) ? asObject(renderVirtualService(app, { canary: o.canary })) : null),
 };
 
 /**

@@ -26,11 +26,11 @@ export interface DesiredChildren {
 }
 
 /**
- * Every child the Application should have, and the ones it must not have. A rollout in flight (canaryWeight set)
+ * Every child the Application should have, and the ones it must not have. A rollout in flight (a canary route)
  * adds the canary Deployment, the canary subset and the weighted route.
  */
-export function renderChildren(app: Application, options: RenderOptions = { canaryWeight: null }): DesiredChildren {
-  if (options.canaryWeight !== null && app.spec.serviceMesh?.enabled !== true) {
+export function renderChildren(app: Application, options: RenderOptions = { canary: null }): DesiredChildren {
+  if (options.canary !== null && app.spec.serviceMesh?.enabled !== true) {
     throw new Error(`Application ${app.metadata.name} cannot run a canary without serviceMesh.enabled`);
   }
   const namespace = namespaceOf(app);

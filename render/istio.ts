@@ -37,9 +37,14 @@ export interface HTTPRetry {
   retryOn?: string;
 }
 
+export type StringMatch = { exact: string } | { prefix: string } | { regex: string };
+
 export interface HTTPRoute {
   name: string;
+  match?: { headers: Record<string, StringMatch> }[];
   route: RouteDestination[];
+  mirror?: { host: string; subset: string };
+  mirrorPercentage?: { value: number };
   retries?: HTTPRetry;
 }
 
@@ -49,6 +54,27 @@ export interface VirtualService {
   metadata: V1ObjectMeta;
   spec: { hosts: string[]; http: HTTPRoute[] };
 }
+
+/** One condition of a header route: a header (exact, prefix or regex) or a cookie (exact value). */
+export interface HeaderMatch {
+  header?: string;
+  cookie?: string;
+  exact?: string;
+  prefix?: string;
+  regex?: string;
+}
+
+/** What a rollout routes to the canary: a weight, requests that match headers or a cookie (A/B), and a mirror. */
+export interface CanaryRoute {
+  weight: number;
+  /** All must match; absent or empty: no header route. */
+  headers?: HeaderMatch[];
+  /** Percentage of requests copied to the canary; absent or 0: no mirror. */
+  mirror?: number;
+}
+
+/** Name of the A/B route, before the weighted one, so the VirtualService can be read back. */
+export const HEADER_ROUTE_NAME = 'canary-match';
 
 /** The cluster-local FQDN of the Application's Service, the host both Istio objects refer to. */
 export function serviceHost(app: Application): string {
@@ -80,54 +106,108 @@ export function renderDestinationRule(app: Application, options: { canary: boole
   };
 }
 
+/** RE2 for a Cookie header holding `name=value` among other cookies. */
+function cookieRegex(name: string, value: string): string {
+  const quote = (x: string) => x.replace(/[\\^$.|?*+()[\]{}]/g, '\\$&');
+  return `^(.*?;\\s*)?${quote(name)}=${quote(value)}(;.*)?$`;
+}
+
+function stringMatch(m: HeaderMatch): StringMatch {
+  if (m.cookie !== undefined) return { regex: cookieRegex(m.cookie, m.exact ?? '') };
+  if (m.prefix !== undefined) return { prefix: m.prefix };
+  if (m.regex !== undefined) return { regex: m.regex };
+  return { exact: m.exact ?? '' };
+}
+
 /**
- * The VirtualService `<app>`: all traffic to stable when canaryWeight is null, otherwise
- * canaryWeight percent to canary and the rest to stable (always summing to 100). Throws
- * RangeError for a weight that is not an integer from 0 to 100.
+ * The VirtualService `<app>`: all traffic to stable in the steady state (canary null); during a rollout the
+ * canary's weight on the primary route (always summing to 100), with an optional A/B route before it that sends
+ * requests matching every header condition to the canary, and an optional mirror of a percentage of requests.
+ * Throws RangeError for a weight or mirror percentage that is not an integer from 0 to 100.
  */
-export function renderVirtualService(app: Application, options: { canaryWeight: number | null }): VirtualService {
+export function renderVirtualService(app: Application, options: { canary: CanaryRoute | null }): VirtualService {
   const host = serviceHost(app);
-  const { canaryWeight } = options;
-  let route: RouteDestination[] = [{ destination: { host, subset: STABLE_SUBSET }, weight: 100 }];
-  if (canaryWeight !== null) {
-    if (!Number.isInteger(canaryWeight) || canaryWeight < 0 || canaryWeight > 100) {
-      throw new RangeError(`canary weight must be an integer from 0 to 100, got ${canaryWeight}`);
-    }
-    route = [
-      { destination: { host, subset: STABLE_SUBSET }, weight: 100 - canaryWeight },
-      { destination: { host, subset: CANARY_SUBSET }, weight: canaryWeight },
-    ];
-  }
+  const { canary } = options;
+  const percent = (what: string, n: number) => {
+    if (!Number.isInteger(n) || n < 0 || n > 100) throw new RangeError(`${what} must be an integer from 0 to 100, got ${n}`);
+    return n;
+  };
   const retryPolicy = app.spec.serviceMesh?.trafficPolicy.retryPolicy;
-  const http: HTTPRoute = compact({ name: ROUTE_NAME, route, retries: retryPolicy && compact({ ...retryPolicy }) });
+  const retries = retryPolicy && compact({ ...retryPolicy });
+  const stable = (weight: number): RouteDestination => ({ destination: { host, subset: STABLE_SUBSET }, weight });
+  const toCanary = (weight: number): RouteDestination => ({ destination: { host, subset: CANARY_SUBSET }, weight });
+  const http: HTTPRoute[] = [];
+  if (canary?.headers?.length) {
+    const headers: Record<string, StringMatch> = {};
+    for (const m of canary.headers) headers[m.cookie !== undefined ? 'cookie' : m.header ?? ''] = stringMatch(m);
+    http.push(compact({ name: HEADER_ROUTE_NAME, match: [{ headers }], route: [toCanary(100)], retries }));
+  }
+  const weight = canary ? percent('canary weight', canary.weight) : null;
+  const mirror = canary?.mirror ? percent('mirror percentage', canary.mirror) : 0;
+  http.push(compact({
+    name: ROUTE_NAME,
+    route: weight === null ? [stable(100)] : [stable(100 - weight), toCanary(weight)],
+    ...(mirror > 0 ? { mirror: { host, subset: CANARY_SUBSET }, mirrorPercentage: { value: mirror } } : {}),
+    retries,
+  }));
   return {
     apiVersion: ISTIO_API_VERSION,
     kind: 'VirtualService',
     metadata: childMetadata(app, childName(app)),
-    spec: { hosts: [host], http: [http] },
+    spec: { hosts: [host], http },
   };
 }
 
-/** The part of a VirtualService the weights are read from. */
+/** The part of a VirtualService the routes are read from. */
 export interface RoutesOf {
-  spec?: { http?: { route?: { destination?: { subset?: string }; weight?: number }[] }[] };
+  spec?: {
+    http?: {
+      name?: string;
+      match?: { headers?: Record<string, { exact?: string; prefix?: string; regex?: string }> }[];
+      route?: { destination?: { subset?: string }; weight?: number }[];
+      mirror?: { subset?: string };
+      mirrorPercentage?: { value?: number };
+    }[];
+  };
 }
 
-/** The traffic split of a VirtualService's first HTTP route, by subset. */
+/** The traffic split of a VirtualService's weighted route, by subset, and what else reaches the canary. */
 export interface RouteWeights {
   stable: number;
   canary: number;
   total: number;
+  /** Some requests (those matching a header route) go to the canary whatever the weights. */
+  headerRoute: boolean;
+  /** Percentage of requests mirrored to the canary. */
+  mirror: number;
 }
 
 /**
  * Reads a VirtualService (as rendered, or as read back from the cluster) the way the mesh will route: the weights of
- * its first HTTP route by subset, a lone destination without a weight taking all the traffic. Null for no object.
+ * its primary (weighted) route by subset, a lone destination without a weight taking all the traffic, whether a
+ * header route sends requests to the canary, and the mirror. Null for no object.
  */
 export function readRouteWeights(vs: RoutesOf | null): RouteWeights | null {
   if (!vs) return null;
-  const routes = vs.spec?.http?.[0]?.route ?? [];
+  const http = vs.spec?.http ?? [];
+  const primary = http.find((h) => h.name === ROUTE_NAME) ?? http.at(-1);
+  const routes = primary?.route ?? [];
   const weightOf = (r: { weight?: number }) => r.weight ?? (routes.length === 1 ? 100 : 0);
   const bySubset = (subset: string) => routes.filter((r) => r.destination?.subset === subset).reduce((n, r) => n + weightOf(r), 0);
-  return { stable: bySubset(STABLE_SUBSET), canary: bySubset(CANARY_SUBSET), total: routes.reduce((n, r) => n + weightOf(r), 0) };
+  const headerRoute = http.some((h) => h !== primary && (h.route ?? []).some((r) => r.destination?.subset === CANARY_SUBSET));
+  const mirror = primary?.mirror?.subset === CANARY_SUBSET ? primary.mirrorPercentage?.value ?? 100 : 0;
+  return { stable: bySubset(STABLE_SUBSET), canary: bySubset(CANARY_SUBSET), total: routes.reduce((n, r) => n + weightOf(r), 0), headerRoute, mirror };
+}
+
+/** Whether any request reaches the canary: by weight, a header route or a mirror. */
+export function routesToCanary(w: RouteWeights | null): boolean {
+  return Boolean(w && (w.canary > 0 || w.headerRoute || w.mirror > 0));
+}
+
+/** The canary route a VirtualService has, read back, in the rollout's terms (header conditions by key only). */
+export function readCanaryRoute(vs: RoutesOf | null): { weight: number; headers: string[]; mirror: number } | null {
+  const w = readRouteWeights(vs);
+  if (!w) return null;
+  const header = (vs?.spec?.http ?? []).find((h) => h.name === HEADER_ROUTE_NAME);
+  return { weight: w.canary, headers: Object.keys(header?.match?.[0]?.headers ?? {}).sort(), mirror: w.mirror };
 }

@@ -24,7 +24,7 @@ export async function waitCanaryPhase(ns: string, name: string, phase: string, t
 /** The steady state after a rollout ends: all traffic on stable (read back), no canary subset, no canary Deployment. */
 export async function assertSteadyState(ns: string, name: string): Promise<void> {
   await waitForObject(`${canaryName({ metadata: { name } })} Deployment removed`, () => getDeployment(ns, canaryName({ metadata: { name } })), (d) => d === null);
-  assert.deepEqual({ ...readRouteWeights(await virtualService(ns, name)) }, { stable: 100, canary: 0, total: 100 }, 'read back: all traffic on stable');
+  assert.deepEqual({ ...readRouteWeights(await virtualService(ns, name)) }, { stable: 100, canary: 0, total: 100, headerRoute: false, mirror: 0 }, 'read back: all traffic on stable');
   assert.deepEqual((await destinationRule(ns, name))!.spec.subsets.map((s: Json) => s.name), ['stable']);
 }
 

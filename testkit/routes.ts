@@ -3,7 +3,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { canaryName, ISTIO_API_VERSION } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
-import { readRouteWeights } from '../render/istio.ts';
+import { readRouteWeights, routesToCanary } from '../render/istio.ts';
 import { kubeApi, type Json } from './apps.ts';
 
 export interface RouteRecord {
@@ -34,13 +34,13 @@ export function recordRoutes(namespace: string): { stop: () => Promise<RouteReco
           versions.add(id);
           const w = readRouteWeights(vs)!;
           if (w.total !== 100) violations.push(`route ${id}: weights sum to ${w.total} (${JSON.stringify(vs.spec?.http?.[0]?.route)})`);
-          if (w.canary === 0) continue;
+          if (!routesToCanary(w)) continue;
           const d = await kube.get<Json>({ apiVersion: kinds.deployment.apiVersion, kind: kinds.deployment.kind, namespace, name: canaryName(vs as { metadata: { name: string } }) });
           const ready = d?.status?.readyReplicas ?? 0;
           if (ready > 0) continue;
           const again = await kube.get<Json>({ apiVersion: ISTIO_API_VERSION, kind: kinds.virtualService.kind, namespace, name: vs.metadata.name });
           if (again?.metadata.resourceVersion === vs.metadata.resourceVersion) {
-            violations.push(`route ${id}: ${w.canary}% to a canary with ${ready} ready replicas (canary Deployment ${d ? 'exists' : 'absent'})`);
+            violations.push(`route ${id}: ${JSON.stringify(w)} to a canary with ${ready} ready replicas (canary Deployment ${d ? 'exists' : 'absent'})`);
           } else {
             unjudged++;
           }

@@ -3,6 +3,7 @@
 // activities/types.ts; the rollout's plan is in rollout/plan.ts.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { RolloutPhase } from '../api/constants.ts';
+import type { AnalysisVerdict } from '../activities/types.ts';
 import type { RolloutPlan } from './rollout/plan.ts';
 
 // ---- the Application workflow ----
@@ -110,6 +111,8 @@ export interface RolloutState {
   totalSteps: number;
   /** Traffic percentage the canary receives now. */
   weight: number;
+  /** A header route or a mirror in place, in words. */
+  routing?: string;
   message: string;
   startedAt: string;
   /** When a timed pause ends (clients compute the time left from it). */
@@ -121,6 +124,15 @@ export interface RolloutState {
   consecutiveFailures: number;
   /** When the canary first had minReadyReplicas ready: from then on, failed gates count. */
   readySince?: string;
+  /** The canary's analysis, when the spec has one. */
+  analysis?: {
+    /** The last verdicts, newest last. */
+    verdicts: AnalysisVerdict[];
+    /** An analysis passed since the route last changed: traffic may move up, the last step may promote. */
+    passed: boolean;
+    /** Why the rollout holds: a metric inconclusive too many times in a row. */
+    blind?: string;
+  };
   abortedBy?: string;
   /** Why the rollout ended short of promotion, as a CamelCase reason (the message says it in words). */
   reason?: string;

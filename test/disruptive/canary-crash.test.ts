@@ -77,7 +77,7 @@ describe('rollouts survive crashes', () => {
     await waitForObject('aborted', () => getApp(ns.name, 'abort'), (a) => a?.status?.canary?.phase === 'Aborted', 90_000);
     await waitForObject('abort-canary removed', () => getDeployment(ns.name, 'abort-canary'), (d) => d === null);
     const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'abort');
-    assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100 });
+    assert.deepEqual({ ...readRouteWeights(vs) }, { stable: 100, canary: 0, total: 100, headerRoute: false, mirror: 0 });
     assert.equal((await getApp(ns.name, 'abort'))!.spec.image, 'nginx:1.25');
   });
 

@@ -100,7 +100,7 @@ describe('checkInvariants', () => {
     {
       name: 'VirtualService not 100% stable without a rollout',
       snapshot: snapshot({ objects: [...children().filter((o) => o.kind !== 'VirtualService'), virtualService(20)] }),
-      violations: ['a: no rollout in flight but VirtualService weights {"stable":80,"canary":20,"total":100}'],
+      violations: ['a: no rollout in flight but VirtualService weights {"stable":80,"canary":20,"total":100,"headerRoute":false,"mirror":0}'],
     },
     { name: 'canary traffic and a canary Deployment during a rollout', snapshot: snapshot(rollout()), violations: [] },
     {

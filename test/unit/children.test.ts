@@ -50,16 +50,16 @@ describe('renderChildren', () => {
     },
   ];
   for (const { name, spec, canaryWeight, apply, absent } of cases) {
-    test(name, () => assert.deepEqual(kinds(renderChildren(clusterApp(spec), { canaryWeight })), { apply, absent }));
+    test(name, () => assert.deepEqual(kinds(renderChildren(clusterApp(spec), { canary: canaryWeight === null ? null : { weight: canaryWeight } })), { apply, absent }));
   }
 
   test('defaults to the steady state', () => {
     const app = clusterApp(withCanary());
-    assert.deepEqual(renderChildren(app), renderChildren(app, { canaryWeight: null }));
+    assert.deepEqual(renderChildren(app), renderChildren(app, { canary: null }));
   });
 
   test('a rollout wires the canary subset and the weighted route together', () => {
-    const { apply } = renderChildren(clusterApp(withCanary({ canaryVersion: 'v7' })), { canaryWeight: 40 });
+    const { apply } = renderChildren(clusterApp(withCanary({ canaryVersion: 'v7' })), { canary: { weight: 40 } });
     const dr = apply.find((c) => c.object.kind === 'DestinationRule')?.object as unknown as DestinationRule;
     const vs = apply.find((c) => c.object.kind === 'VirtualService')?.object as unknown as VirtualService;
     assert.deepEqual(dr.spec.subsets.map((s) => s.labels['version']), ['stable', 'v7']);
@@ -72,7 +72,7 @@ describe('renderChildren', () => {
   });
 
   test('every child is labelled and owned by the Application', () => {
-    for (const { object } of renderChildren(clusterApp({ ...full, ...withCanary() }), { canaryWeight: 10 }).apply) {
+    for (const { object } of renderChildren(clusterApp({ ...full, ...withCanary() }), { canary: { weight: 10 } }).apply) {
       const meta = object.metadata as V1ObjectMeta;
       assert.deepEqual(meta.labels, { 'app.kubernetes.io/name': 'shop', 'app.kubernetes.io/managed-by': 'application-operator' });
       assert.equal(meta.namespace, 'prod');
@@ -90,7 +90,7 @@ describe('renderChildren', () => {
   });
 
   test('refuses a rollout without the mesh', () => {
-    assert.throws(() => renderChildren(clusterApp(), { canaryWeight: 10 }), /without serviceMesh.enabled/);
+    assert.throws(() => renderChildren(clusterApp(), { canary: { weight: 10 } }), /without serviceMesh.enabled/);
   });
 });
 

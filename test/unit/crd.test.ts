@@ -113,7 +113,7 @@ describe('CRD', () => {
   test("every expected message is a CEL message or the API server's own wording", () => {
     const messages: string[] = [];
     walk(root, '', (schema) => messages.push(...(schema['x-kubernetes-validations'] ?? []).map((v) => v.message)));
-    const serverWording = ['Required value', 'Duplicate value', 'Unsupported value', 'should be greater than or equal to', 'should be less than or equal to', 'must have at most'];
+    const serverWording = ['Required value', 'Duplicate value', 'Unsupported value', 'should be greater than or equal to', 'should be less than or equal to', 'must have at most', 'should have at least'];
     for (const example of specExamples) {
       const fragment = example.messageIncludes;
       if (fragment === undefined) continue;

@@ -1,7 +1,7 @@
 // Istio's schemas judge the rendered objects in test/integration/crd.test.ts, against the CRDs the stack installs.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { renderDestinationRule, renderVirtualService } from '../../render/istio.ts';
+import { readRouteWeights, renderDestinationRule, renderVirtualService, routesToCanary } from '../../render/istio.ts';
 import { clusterApp, withCanary } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';
 
@@ -36,7 +36,7 @@ describe('renderVirtualService', () => {
   const app = clusterApp(withCanary());
 
   test('routes everything to stable outside a rollout', () => {
-    assert.deepEqual(renderVirtualService(app, { canaryWeight: null }).spec, {
+    assert.deepEqual(renderVirtualService(app, { canary: null }).spec, {
       hosts: [HOST],
       http: [{ name: 'primary', route: [{ destination: { host: HOST, subset: 'stable' }, weight: 100 }] }],
     });
@@ -44,7 +44,7 @@ describe('renderVirtualService', () => {
 
   for (const weight of [0, 1, 20, 50, 99, 100]) {
     test(`splits ${100 - weight}/${weight} between stable and canary`, () => {
-      const route = renderVirtualService(app, { canaryWeight: weight }).spec.http[0]?.route;
+      const route = renderVirtualService(app, { canary: { weight } }).spec.http[0]?.route;
       assert.deepEqual(route, [
         { destination: { host: HOST, subset: 'stable' }, weight: 100 - weight },
         { destination: { host: HOST, subset: 'canary' }, weight },
@@ -54,7 +54,7 @@ describe('renderVirtualService', () => {
   }
 
   for (const weight of [-1, 101, 12.5, Number.NaN]) {
-    test(`rejects weight ${weight}`, () => assert.throws(() => renderVirtualService(app, { canaryWeight: weight }), RangeError));
+    test(`rejects weight ${weight}`, () => assert.throws(() => renderVirtualService(app, { canary: { weight } }), RangeError));
   }
 
   const retryCases: { name: string; retryPolicy: JsonObject | undefined; retries: object | undefined }[] = [
@@ -64,11 +64,37 @@ describe('renderVirtualService', () => {
   ];
   for (const { name, retryPolicy, retries } of retryCases) {
     test(`retries: ${name}`, () => {
-      const vs = renderVirtualService(clusterApp({ serviceMesh: { enabled: true, trafficPolicy: retryPolicy ? { retryPolicy } : {} } }), { canaryWeight: null });
+      const vs = renderVirtualService(clusterApp({ serviceMesh: { enabled: true, trafficPolicy: retryPolicy ? { retryPolicy } : {} } }), { canary: null });
       const route = vs.spec.http[0];
       assert.ok(route);
       assert.equal('retries' in route, retries !== undefined);
       assert.deepEqual(route.retries, retries);
     });
   }
+
+  test('a header route goes before the weighted one and sends matching requests to the canary', () => {
+    const vs = renderVirtualService(app, { canary: { weight: 10, headers: [{ header: 'x-canary', exact: 'yes' }, { cookie: 'beta', exact: 'on.1' }] } });
+    assert.deepEqual(vs.spec.http.map((h) => h.name), ['canary-match', 'primary']);
+    assert.deepEqual(vs.spec.http[0]?.match, [{ headers: { 'x-canary': { exact: 'yes' }, cookie: { regex: '^(.*?;\\s*)?beta=on\\.1(;.*)?$' } } }]);
+    assert.deepEqual(vs.spec.http[0]?.route, [{ destination: { host: HOST, subset: 'canary' }, weight: 100 }]);
+    assert.deepEqual(readRouteWeights(vs), { stable: 90, canary: 10, total: 100, headerRoute: true, mirror: 0 });
+  });
+
+  test('prefix and regex header conditions', () => {
+    const vs = renderVirtualService(app, { canary: { weight: 0, headers: [{ header: 'x-a', prefix: 'p' }, { header: 'x-b', regex: 'r.*' }] } });
+    assert.deepEqual(vs.spec.http[0]?.match, [{ headers: { 'x-a': { prefix: 'p' }, 'x-b': { regex: 'r.*' } } }]);
+  });
+
+  test('a mirror copies a percentage of the weighted route to the canary', () => {
+    const vs = renderVirtualService(app, { canary: { weight: 0, mirror: 25 } });
+    assert.deepEqual(vs.spec.http, [{
+      name: 'primary', route: [{ destination: { host: HOST, subset: 'stable' }, weight: 100 }, { destination: { host: HOST, subset: 'canary' }, weight: 0 }],
+      mirror: { host: HOST, subset: 'canary' }, mirrorPercentage: { value: 25 },
+    }]);
+    assert.deepEqual(readRouteWeights(vs), { stable: 100, canary: 0, total: 100, headerRoute: false, mirror: 25 });
+    assert.equal(routesToCanary(readRouteWeights(vs)), true);
+    assert.equal(routesToCanary(readRouteWeights(renderVirtualService(app, { canary: { weight: 0 } }))), false);
+  });
+
+  test('rejects a mirror percentage out of range', () => assert.throws(() => renderVirtualService(app, { canary: { weight: 0, mirror: 101 } }), RangeError));
 });

@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
-import { failureCounts, gateVerdict, interruption, routableWeight, weightAfterGate } from '../../workflows/rollout/decide.ts';
+import type { CanaryRoute } from '../../render/istio.ts';
+import { failureCounts, gateVerdict, interruption, reachesCanary, routable, routeAfterGate, sameRoute } from '../../workflows/rollout/decide.ts';
 import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
@@ -26,25 +27,34 @@ describe('gateVerdict', () => {
   for (const c of cases) test(c.name, () => assert.deepEqual(gateVerdict(c.health, gates), { ok: c.ok, reason: c.reason }));
 });
 
-describe('routableWeight: never route to a canary without a ready replica', () => {
-  const cases: { name: string; target: number; ready: number; weight: number }[] = [
-    { name: 'no ready replica: no traffic', target: 30, ready: 0, weight: 0 },
-    { name: 'one ready replica: the target', target: 30, ready: 1, weight: 30 },
-    { name: 'target zero stays zero', target: 0, ready: 2, weight: 0 },
-    { name: 'full weight', target: 100, ready: 2, weight: 100 },
+describe('routable: never route to a canary without a ready replica', () => {
+  const cases: { name: string; route: CanaryRoute; ready: number; want: CanaryRoute }[] = [
+    { name: 'no ready replica: nothing, weight', route: { weight: 30 }, ready: 0, want: { weight: 0 } },
+    { name: 'no ready replica: nothing, header route', route: { weight: 0, headers: [{ header: 'x', exact: '1' }] }, ready: 0, want: { weight: 0 } },
+    { name: 'no ready replica: nothing, mirror', route: { weight: 0, mirror: 50 }, ready: 0, want: { weight: 0 } },
+    { name: 'one ready replica: the route', route: { weight: 30, mirror: 10 }, ready: 1, want: { weight: 30, mirror: 10 } },
   ];
-  for (const c of cases) test(c.name, () => assert.equal(routableWeight(c.target, c.ready), c.weight));
+  for (const c of cases) test(c.name, () => assert.deepEqual(routable(c.route, c.ready), c.want));
+  test('reachesCanary', () => {
+    assert.equal(reachesCanary({ weight: 0 }), false);
+    assert.equal(reachesCanary({ weight: 0, headers: [] }), false);
+    assert.equal(reachesCanary({ weight: 0, headers: [{ header: 'x', exact: '1' }] }), true);
+    assert.equal(reachesCanary({ weight: 0, mirror: 1 }), true);
+  });
+  test('sameRoute ignores absent versus empty extras', () => {
+    assert.equal(sameRoute({ weight: 5 }, { weight: 5, headers: [], mirror: 0 }), true);
+    assert.equal(sameRoute({ weight: 5 }, { weight: 6 }), false);
+  });
 });
 
-describe('weightAfterGate', () => {
-  const cases: { name: string; current: number; target: number; ready: number; ok: boolean; weight: number }[] = [
-    { name: 'a passing gate moves traffic to the target', current: 0, target: 30, ready: 2, ok: true, weight: 30 },
-    { name: 'a failing gate does not move traffic up', current: 10, target: 30, ready: 1, ok: false, weight: 10 },
-    { name: 'no ready replica drops traffic at once, pass or fail', current: 30, target: 30, ready: 0, ok: false, weight: 0 },
-    { name: 'a passing gate can lower the weight to a lower target', current: 50, target: 20, ready: 2, ok: true, weight: 20 },
-    { name: 'nothing routed stays nothing while failing', current: 0, target: 30, ready: 1, ok: false, weight: 0 },
+describe('routeAfterGate', () => {
+  const cases: { name: string; current: CanaryRoute; target: CanaryRoute; ready: number; ok: boolean; want: CanaryRoute }[] = [
+    { name: 'a passing gate moves traffic to the target', current: { weight: 0 }, target: { weight: 30 }, ready: 2, ok: true, want: { weight: 30 } },
+    { name: 'a failing gate does not move traffic up', current: { weight: 10 }, target: { weight: 30 }, ready: 1, ok: false, want: { weight: 10 } },
+    { name: 'no ready replica drops everything at once, pass or fail', current: { weight: 30, mirror: 5 }, target: { weight: 30, mirror: 5 }, ready: 0, ok: false, want: { weight: 0 } },
+    { name: 'a passing gate can lower the weight to a lower target', current: { weight: 50 }, target: { weight: 20 }, ready: 2, ok: true, want: { weight: 20 } },
   ];
-  for (const c of cases) test(c.name, () => assert.equal(weightAfterGate(c.current, c.target, health({ readyReplicas: c.ready }), c.ok), c.weight));
+  for (const c of cases) test(c.name, () => assert.deepEqual(routeAfterGate(c.current, c.target, health({ readyReplicas: c.ready }), c.ok), c.want));
 });
 
 describe('failureCounts: the start-up grace', () => {

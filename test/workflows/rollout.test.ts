@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import { FailureType } from '../../api/constants.ts';
 import { controlSignals, controlUpdates, recheckSignal, rolloutQuery, rolloutWorkflowType, type ControlAction, type RolloutResult } from '../../workflows/contract.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
-import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { AnalysisMetric, PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
 import { WorkflowTier, failure, gates, plan, sleep, type Recorder, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
@@ -49,12 +49,12 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.deepEqual(run.r.weights(), [20, 60, 0]);
     assert.deepEqual(run.r.phases(), ['Progressing', 'Paused', 'Progressing', 'Promoting', 'Promoted']);
     const order = run.r.names().filter((n) => !['observeCanary', 'writeCanaryStatus'].includes(n));
-    assert.deepEqual(order, ['prepareCanary', 'setCanaryWeight', 'setCanaryWeight', 'promoteStable', 'stableRolledOut', 'setCanaryWeight', 'removeCanary', 'finishCanarySpec']);
+    assert.deepEqual(order, ['prepareCanary', 'setCanaryRoute', 'setCanaryRoute', 'promoteStable', 'stableRolledOut', 'setCanaryRoute', 'removeCanary', 'finishCanarySpec']);
   });
 
   it('a timed pause does not count against the progress deadline', async () => {
     // The pause is longer than the whole deadline; what is not pause stays well inside it, even on a loaded machine.
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 12_000 }], progressDeadlineMs: 10_000 }));
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 35_000 }], progressDeadlineMs: 30_000 }));
     const result = await finish(run);
     assert.equal(result.phase, 'Promoted', result.message);
   });
@@ -92,7 +92,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     });
     const result = await finish(run);
     assert.equal(result.phase, 'Promoted');
-    const firstRoute = run.r.calls.findIndex((c) => c.name === 'setCanaryWeight');
+    const firstRoute = run.r.calls.findIndex((c) => c.name === 'setCanaryRoute');
     const checksBefore = run.r.calls.slice(0, firstRoute).filter((c) => c.name === 'observeCanary').length;
     assert.ok(checksBefore >= 7, `routed after ${checksBefore} checks`);
   });
@@ -194,7 +194,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   });
 
   it('CanaryNotReady from the routing activity rolls back with its type in the reason', async () => {
-    const run = await start(plan(), { fail: { setCanaryWeight: (n) => (n === 0 ? failure(FailureType.CanaryNotReady, 'refusing to route 20% to a canary with 0 ready replicas') : undefined) } });
+    const run = await start(plan(), { fail: { setCanaryRoute: (n) => (n === 0 ? failure(FailureType.CanaryNotReady, 'refusing to route 20% to a canary with 0 ready replicas') : undefined) } });
     const result = await finish(run);
     assert.equal(result.phase, 'RolledBack');
     assert.match(result.message, /CanaryNotReady: refusing to route 20%/);
@@ -231,7 +231,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   });
 
   it('a hand edit of the routes is put back at the next check, and status says the weight the mesh has', async () => {
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }, { kind: 'pause', ms: null }] }), { routed: (n) => (n === 6 ? 100 : undefined) });
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }, { kind: 'pause', ms: null }] }), { routed: (n) => (n === 6 ? { weight: 100 } : undefined) });
     await run.r.until('routed again after the edit', (r) => r.weights().join() === '30,30');
     await control(run, 'promote');
     assert.equal((await finish(run)).phase, 'Promoted');
@@ -297,6 +297,96 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.equal(result.phase, 'Aborted');
     assert.equal(run.r.count('removeCanary'), 7);
     assert.ok(run.r.statuses.some((st) => st.phase === 'Aborting' && /keeps failing/.test(st.message)));
+  });
+
+  describe('analysis', { concurrency: true }, () => {
+    const analysis = (metrics: Partial<AnalysisMetric>[], intervalMs = 200): RolloutPlan['analysis'] => ({
+      intervalMs, metrics: metrics.map((m, i) => ({ name: `m${i}`, query: `q${i}`, range: { min: 99 }, failureLimit: 2, inconclusiveLimit: 3, dryRun: false, ...m })),
+    });
+    const steps = (...weights: number[]): PlanStep[] => weights.map((weight) => ({ kind: 'weight', weight }));
+    const queriesBefore = (r: Recorder, routeIndex: number) => {
+      const at = r.calls.filter((c) => c.name === 'setCanaryRoute')[routeIndex]!.at;
+      return r.calls.filter((c) => c.name === 'queryMetrics' && c.at <= at).length;
+    };
+
+    it('moves traffic up and promotes only after a passing analysis at the current weight', async () => {
+      const run = await start(plan({ steps: steps(20, 50), analysis: analysis([{}]) }), { metrics: () => ({ value: 99.9 }) });
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      assert.deepEqual(run.r.weights(), [20, 50, 0]);
+      assert.ok(queriesBefore(run.r, 1) >= 1, 'an analysis ran at 20% before 50%');
+      const promoted = run.r.calls.find((c) => c.name === 'promoteStable')!.at;
+      const lastRoute = run.r.calls.filter((c) => c.name === 'setCanaryRoute')[1]!.at;
+      assert.ok(run.r.calls.some((c) => c.name === 'queryMetrics' && c.at > lastRoute && c.at < promoted), 'an analysis at 50% before promoting');
+      assert.ok(run.r.statuses.at(-2)?.analysis?.every((v) => v.result === 'pass'), 'verdicts in status');
+    });
+
+    it('a metric outside its range failureLimit times in a row rolls back, saying which and why', async () => {
+      const run = await start(plan({ steps: steps(20, 50), analysis: analysis([{ failureLimit: 2 }]) }), { metrics: () => ({ value: 80 }) });
+      const result = await finish(run);
+      assert.equal(result.phase, 'RolledBack');
+      assert.match(result.message, /analysis failed: m0 2 times in a row: 80 is below the minimum 99/);
+      assert.equal(run.r.last()?.reason, 'AnalysisFailed');
+      assert.deepEqual(run.r.weights(), [20], 'traffic never moved past 20%');
+      assert.equal(run.r.count('promoteStable'), 0);
+    });
+
+    it('inconclusive results hold the rollout (never a pass), and it goes on when the metric answers again', async () => {
+      // No data for 5 runs, then good values.
+      const run = await start(plan({ steps: steps(20, 50), analysis: analysis([{ inconclusiveLimit: 2 }]) }), {
+        metrics: (n) => (n < 5 ? { value: null, error: 'Prometheus at http://p unreachable: ECONNREFUSED' } : { value: 100 }),
+      });
+      await run.r.until('held', (r) => r.statuses.some((st) => st.phase === 'Paused' && /analysis inconclusive, holding: m0 inconclusive 2 times in a row: Prometheus .* unreachable/.test(st.message)));
+      assert.deepEqual(run.r.weights(), [20], 'no traffic moved up while blind');
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      assert.ok(run.r.statuses.some((st) => /analysis answers again/.test(st.message)));
+      const lastBlind = run.r.calls.filter((c) => c.name === 'queryMetrics')[4]!.at;
+      assert.ok(run.r.calls.filter((c) => c.name === 'setCanaryRoute')[1]!.at > lastBlind, 'traffic moved up only after the metric answered');
+    });
+
+    it('a resume ends a hold for an inconclusive analysis; a promote overrides it', async () => {
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }], analysis: analysis([{ inconclusiveLimit: 1 }]) }));
+      await run.r.until('held', (r) => /analysis inconclusive/.test(r.last()?.message ?? ''));
+      const resumed = await control(run, 'resume', 'ivy');
+      assert.equal(resumed.analysis?.blind, undefined);
+      await run.r.until('held again (still no data)', (r) => r.statuses.filter((st) => /analysis inconclusive, holding/.test(st.message)).length >= 2);
+      await control(run, 'promote', 'ivy');
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+    });
+
+    it('dry-run metrics are recorded and never decide', async () => {
+      const run = await start(plan({ steps: steps(20, 40), analysis: analysis([{}, { dryRun: true, failureLimit: 1, inconclusiveLimit: 1, range: { max: 1 } }]) }), {
+        metrics: (_n, m) => (m === 'm0' ? { value: 100 } : { value: 50 }),
+      });
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      const dry = run.r.statuses.flatMap((st) => st.analysis ?? []).filter((v) => v.metric === 'm1');
+      assert.ok(dry.length > 0 && dry.every((v) => v.result === 'fail' && v.dryRun === true), 'the dry run was judged and recorded as failing');
+    });
+
+    it('no analysis while no request reaches the canary', async () => {
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 0 }, { kind: 'pause', ms: 800 }], analysis: analysis([{}], 100) }), { metrics: () => ({ value: 100 }) });
+      assert.equal((await finish(run)).phase, 'Promoted');
+      assert.equal(run.r.count('queryMetrics'), 0);
+    });
+  });
+
+  it('header and mirror steps route what they say, keep the weight, and are removed by compensation', async () => {
+    const run = await start(plan({
+      steps: [{ kind: 'weight', weight: 10 }, { kind: 'header', match: [{ header: 'x-canary', exact: 'yes' }] }, { kind: 'mirror', percent: 30 }, { kind: 'pause', ms: null }],
+    }));
+    await run.r.until('paused', (r) => r.last()?.phase === 'Paused');
+    assert.deepEqual(run.r.routes(), [
+      { weight: 10 },
+      { weight: 10, headers: [{ header: 'x-canary', exact: 'yes' }] },
+      { weight: 10, headers: [{ header: 'x-canary', exact: 'yes' }], mirror: 30 },
+    ]);
+    assert.match(run.r.last()?.routing ?? '', /requests with header x-canary = yes, a 30% mirror/);
+    await control(run, 'abort');
+    assert.equal((await finish(run)).phase, 'Aborted');
+    assert.equal(run.r.count('removeCanary'), 1);
   });
 });
 

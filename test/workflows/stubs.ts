@@ -7,7 +7,9 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Activities } from '../../activities/index.ts';
-import type { CanaryHealth, CanaryObservation, CanaryStatusInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
+import { readRouteWeights, type CanaryRoute } from '../../render/istio.ts';
+import { reachesCanary, sameRoute } from '../../workflows/rollout/decide.ts';
+import type { CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
@@ -17,7 +19,9 @@ export interface Script {
   /** The canary's health at the n-th check (0-based); default: 1 of 1 replicas ready. */
   health?: (n: number) => Partial<CanaryHealth>;
   /** What the VirtualService routes at the n-th check, overriding what the rollout last set (a hand edit). */
-  routed?: (n: number) => number | null | undefined;
+  routed?: (n: number) => CanaryRoute | null | undefined;
+  /** The answer for `metric` at the n-th analysis (0-based); default: no data. */
+  metrics?: (n: number, metric: string) => { value: number | null; error?: string };
   /** stableRolledOut says done from this call on (0-based; default 0). */
   stableDoneAt?: number;
   /** The n-th reconcile pass's answer (0-based); default: a Running app without a canary. */
@@ -42,8 +46,8 @@ export class Recorder {
   readonly violations: string[] = [];
   readonly script: Script;
   private ready = 1;
-  /** The canary weight the (pretend) VirtualService routes: what the rollout last set. */
-  private routedWeight: number | null = 0;
+  /** What the (pretend) VirtualService routes: what the rollout last set. */
+  private routed: CanaryRoute | null = { weight: 0 };
 
   constructor(script: Script) {
     this.script = script;
@@ -63,7 +67,12 @@ export class Recorder {
 
   /** Weights the rollout routed, in order. */
   weights(): number[] {
-    return this.calls.filter((c) => c.name === 'setCanaryWeight').map((c) => c.input['weight'] as number);
+    return this.routes().map((r) => r.weight);
+  }
+
+  /** Routes the rollout set, in order. */
+  routes(): CanaryRoute[] {
+    return this.calls.filter((c) => c.name === 'setCanaryRoute').map((c) => c.input['route'] as CanaryRoute);
   }
 
   last(): CanaryStatusInput['status'] | undefined {
@@ -71,7 +80,7 @@ export class Recorder {
   }
 
   /** Waits until the scenario's recorded state satisfies `ok`. */
-  async until(what: string, ok: (r: Recorder) => boolean, timeoutMs = 20_000): Promise<void> {
+  async until(what: string, ok: (r: Recorder) => boolean, timeoutMs = 90_000): Promise<void> {
     await eventually(what, () => Promise.resolve(ok(this) ? true : undefined), { timeoutMs, intervalMs: 20 });
   }
 
@@ -92,14 +101,20 @@ export class Recorder {
         const health: CanaryHealth = { exists: true, readyReplicas: 1, desiredReplicas: 1, restarts: 0, ...this.script.health?.(n) };
         this.ready = health.readyReplicas;
         const edited = this.script.routed?.(n);
-        if (edited !== undefined) this.routedWeight = edited;
-        return { health, routedWeight: this.routedWeight, subset: health.exists } satisfies CanaryObservation;
+        if (edited !== undefined) this.routed = edited;
+        const intended = input['route'] as CanaryRoute;
+        const routed = this.routed && readRouteWeights(renderRoutes(this.routed));
+        return { health, routed, asIntended: this.routed !== null && sameRoute(this.routed, intended), subset: health.exists } satisfies CanaryObservation;
       }
-      case 'setCanaryWeight': {
-        const weight = input['weight'] as number;
-        if (weight > 0 && this.ready === 0) this.violations.push(`routed ${weight}% while the last health check saw 0 ready replicas`);
-        this.routedWeight = weight;
-        return { stable: 100 - weight, canary: weight, total: 100 };
+      case 'setCanaryRoute': {
+        const route = input['route'] as CanaryRoute;
+        if (reachesCanary(route) && this.ready === 0) this.violations.push(`routed ${JSON.stringify(route)} while the last health check saw 0 ready replicas`);
+        this.routed = route;
+        return readRouteWeights(renderRoutes(route));
+      }
+      case 'queryMetrics': {
+        const queries = input['queries'] as { name: string }[];
+        return queries.map((q) => ({ name: q.name, ...(this.script.metrics?.(n, q.name) ?? { value: null, error: 'no data (scripted)' }) })) satisfies MetricValue[];
       }
       case 'stableRolledOut':
         return { done: n >= (this.script.stableDoneAt ?? 0), message: `stable rolling out (poll ${n})` };
@@ -120,7 +135,7 @@ export class Recorder {
 }
 
 const activityNames: (keyof Activities)[] = [
-  'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'setCanaryWeight', 'removeCanary',
+  'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'queryMetrics', 'setCanaryRoute', 'removeCanary',
   'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus',
 ];
 
@@ -197,3 +212,18 @@ export function plan(over: Partial<RolloutPlan> = {}): RolloutPlan {
 }
 
 export { sleep };
+
+/** The routes part of a VirtualService for a canary route, as readRouteWeights reads it. */
+function renderRoutes(r: CanaryRoute) {
+  return {
+    spec: {
+      http: [
+        ...(r.headers?.length ? [{ name: 'canary-match', route: [{ destination: { subset: 'canary' }, weight: 100 }] }] : []),
+        {
+          name: 'primary', route: [{ destination: { subset: 'stable' }, weight: 100 - r.weight }, { destination: { subset: 'canary' }, weight: r.weight }],
+          ...(r.mirror ? { mirror: { subset: 'canary' }, mirrorPercentage: { value: r.mirror } } : {}),
+        },
+      ],
+    },
+  };
+}

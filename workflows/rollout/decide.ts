@@ -3,6 +3,7 @@
 import { Reason, RolloutPhase } from '../../api/constants.ts';
 import type { CanaryHealth } from '../../activities/types.ts';
 import type { ControlRequest, GateVerdict } from '../contract.ts';
+import type { CanaryRoute } from '../../render/istio.ts';
 import type { HealthGates } from './plan.ts';
 
 /** A health gate's verdict on the canary, with the reason shown in status and history. */
@@ -17,18 +18,31 @@ export function gateVerdict(health: CanaryHealth, gates: HealthGates): { ok: boo
   return { ok: true, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready, ${health.restarts} restarts` };
 }
 
-/** The rule every traffic change obeys: never route to a canary without a ready replica. */
-export function routableWeight(weight: number, readyReplicas: number): number {
-  return readyReplicas > 0 ? weight : 0;
+/** No request to the canary: the route before the first step and after a rollback. */
+export const noCanaryRoute: CanaryRoute = { weight: 0 };
+
+/** Whether a route sends any request to the canary: by weight, a header route or a mirror. */
+export function reachesCanary(r: CanaryRoute): boolean {
+  return r.weight > 0 || Boolean(r.headers?.length) || Boolean(r.mirror);
+}
+
+/** Two routes that send the same requests to the canary. */
+export function sameRoute(a: CanaryRoute, b: CanaryRoute): boolean {
+  return a.weight === b.weight && (a.mirror ?? 0) === (b.mirror ?? 0) && JSON.stringify(a.headers ?? []) === JSON.stringify(b.headers ?? []);
+}
+
+/** The rule every traffic change obeys, in the workflow and in the routing activity: nothing to a canary without a ready replica. */
+export function routable(route: CanaryRoute, readyReplicas: number): CanaryRoute {
+  return readyReplicas > 0 ? route : noCanaryRoute;
 }
 
 /**
- * The canary's weight after a gate check: none while it has no ready replica; the step's target once the gate
- * passes; otherwise unchanged (a failing gate does not move traffic up).
+ * The canary's route after a gate check: nothing while it has no ready replica; what the steps ask for once the
+ * gate passes; otherwise unchanged (a failing gate does not move traffic up).
  */
-export function weightAfterGate(current: number, target: number, health: CanaryHealth, ok: boolean): number {
-  if (health.readyReplicas === 0) return 0;
-  return ok ? routableWeight(target, health.readyReplicas) : current;
+export function routeAfterGate(current: CanaryRoute, target: CanaryRoute, health: CanaryHealth, ok: boolean): CanaryRoute {
+  if (health.readyReplicas === 0) return noCanaryRoute;
+  return ok ? routable(target, health.readyReplicas) : current;
 }
 
 /**
@@ -51,6 +65,8 @@ export interface Interruption {
 /** The one place an abort, failed gates and the deadline are decided; null to go on. */
 export function interruption(s: {
   abort: ControlRequest | undefined;
+  /** A metric outside its range failureLimit times in a row. */
+  analysisFailed?: { metric: string; times: number; message: string } | undefined;
   consecutiveFailures: number;
   lastGate: GateVerdict | undefined;
   gates: HealthGates;
@@ -62,6 +78,10 @@ export function interruption(s: {
   message: string;
 }): Interruption | null {
   if (s.abort) return { phase: RolloutPhase.Aborted, reason: Reason.CanaryAborted, message: s.abort.reason ?? 'aborted', by: s.abort.by ?? 'unknown' };
+  if (s.analysisFailed) {
+    const f = s.analysisFailed;
+    return { phase: RolloutPhase.RolledBack, reason: Reason.AnalysisFailed, message: `analysis failed: ${f.metric} ${f.times} times in a row: ${f.message}` };
+  }
   if (s.consecutiveFailures >= s.gates.failureThreshold) {
     return {
       phase: RolloutPhase.RolledBack, reason: Reason.HealthGateFailed,

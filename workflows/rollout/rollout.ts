@@ -6,10 +6,12 @@ import {
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
-import type { CanaryRef } from '../../activities/types.ts';
+import type { AnalysisVerdict, CanaryRef } from '../../activities/types.ts';
+import type { CanaryRoute } from '../../render/istio.ts';
 import type { ControlAction, ControlRequest, RolloutInput, RolloutResult, RolloutState } from '../contract.ts';
-import { failureCounts, gateVerdict, interruption, weightAfterGate, type Interruption } from './decide.ts';
-import { describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
+import { judge, keptVerdicts, tally, type AnalysisDecision, type MetricTally } from './analysis.ts';
+import { failureCounts, gateVerdict, interruption, noCanaryRoute, reachesCanary, routeAfterGate, sameRoute, type Interruption } from './decide.ts';
+import { describeMatch, describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
 
 /** Failures no retry can fix: the rollout acts on them at once. */
 export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded];
@@ -48,8 +50,13 @@ export class Rollout {
   private resumes = 0;
   /** A child the rollout owns changed: check at once rather than at the next interval. */
   private recheck = false;
-  /** The weight the steps ask for; the routed weight (state.weight) is 0 while the canary has no ready replica. */
-  private targetWeight = 0;
+  /** What the steps ask to route to the canary; what is routed (route) is nothing while the canary has no ready replica. */
+  private target: CanaryRoute = noCanaryRoute;
+  private route: CanaryRoute = noCanaryRoute;
+  /** The analysis: consecutive results per metric, when it last ran, and when the route last changed. */
+  private tallies: Record<string, MetricTally> = {};
+  private lastAnalysisAt = 0;
+  private analysisFailed: { metric: string; times: number; message: string } | undefined;
   private lastGateAt = 0;
   /** When a failed check last counted toward failureThreshold. */
   private lastCountedAt = -Infinity;
@@ -68,6 +75,7 @@ export class Rollout {
       namespace, name, key: plan.key, phase: RolloutPhase.Progressing, step: 0, totalSteps: plan.steps.length, weight: 0,
       message: 'starting', startedAt: new Date(now).toISOString(), pausedByUser: false,
       deadlineAt: new Date(this.deadline).toISOString(), gates: [], consecutiveFailures: 0,
+      ...(plan.analysis ? { analysis: { verdicts: [], passed: false } } : {}),
     };
   }
 
@@ -84,7 +92,7 @@ export class Rollout {
     } else if (action === 'pause') {
       if (phase !== RolloutPhase.Progressing && phase !== RolloutPhase.Paused) throw new Error(`cannot pause a rollout that is ${phase}`);
       if (pausedByUser) throw new Error('the rollout is already paused');
-    } else if (!pausedByUser && phase !== RolloutPhase.Paused) {
+    } else if (!pausedByUser && phase !== RolloutPhase.Paused && !this.state.analysis?.blind) {
       throw new Error('the rollout is not paused');
     }
   }
@@ -104,6 +112,11 @@ export class Rollout {
     } else {
       this.state.pausedByUser = false;
       this.resumes++;
+      // A person who resumes a rollout held by an inconclusive analysis takes that call: the counts start over.
+      if (this.state.analysis?.blind) {
+        this.state.analysis.blind = undefined;
+        this.tallies = Object.fromEntries(Object.entries(this.tallies).map(([k, t]) => [k, { ...t, inconclusive: 0 }]));
+      }
     }
     this.requests++;
     log.info(`${action} requested`, { ...request });
@@ -119,7 +132,7 @@ export class Rollout {
 
   /** The state as the query answers it. */
   snapshot(): RolloutState {
-    return { ...this.state, gates: [...this.state.gates] };
+    return { ...this.state, gates: [...this.state.gates], ...(this.state.analysis ? { analysis: { ...this.state.analysis, verdicts: [...this.state.analysis.verdicts] } } : {}) };
   }
 
   get promoteRequested(): boolean {
@@ -137,28 +150,36 @@ export class Rollout {
     await this.checkGate();
   }
 
-  /** Runs one step: a weight moves traffic once the gates pass; a pause waits for its time, a resume or a promote. */
+  /**
+   * Runs one step. A route step (weight, header route, mirror) moves traffic once the gate passes, and moving the
+   * weight up once an analysis has passed at the current weight too; a pause waits for its time, a resume or a
+   * promote.
+   */
   async runStep(index: number, step: PlanStep): Promise<void> {
     this.state.step = index;
     this.throwIfInterrupted(false);
+    await this.holdWhileBlind();
     const text = describeStep(step, index, this.plan.steps.length);
-    if (step.kind === 'weight') {
-      this.targetWeight = step.weight;
-      if (step.weight > 0) {
-        await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)`);
-        await this.watch({ done: () => this.state.consecutiveFailures === 0 && this.state.gates.at(-1)?.ok === true });
-      }
-      if (this.state.weight !== step.weight) await this.route(step.weight);
-      await this.publish(RolloutPhase.Progressing, text, Reason.CanaryStepCompleted);
+    if (step.kind === 'pause') {
+      const resumesAtStart = this.resumes;
+      const until = step.ms === null ? undefined : Date.now() + step.ms;
+      this.state.pauseEndsAt = until === undefined ? undefined : new Date(until).toISOString();
+      await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
+      await this.watch({ pause: true, ...(until !== undefined ? { until } : {}), done: () => this.promoteRequested || this.resumes !== resumesAtStart });
+      this.state.pauseEndsAt = undefined;
+      if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
       return;
     }
-    const resumesAtStart = this.resumes;
-    const until = step.ms === null ? undefined : Date.now() + step.ms;
-    this.state.pauseEndsAt = until === undefined ? undefined : new Date(until).toISOString();
-    await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
-    await this.watch({ pause: true, ...(until !== undefined ? { until } : {}), done: () => this.promoteRequested || this.resumes !== resumesAtStart });
-    this.state.pauseEndsAt = undefined;
-    if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
+    const next = withStep(this.target, step);
+    if (reachesCanary(next)) {
+      const up = step.kind === 'weight' && step.weight > this.route.weight && this.needsAnalysis();
+      await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)${up ? ' and a passing analysis at the current weight' : ''}`);
+      await this.watch({ done: () => this.gateOk() && (!up || this.state.analysis?.passed === true) });
+    }
+    // The target moves only now: until the step may go, a gate check keeps traffic where it is.
+    this.target = next;
+    if (!sameRoute(this.route, next)) await this.routeTo(next);
+    await this.publish(RolloutPhase.Progressing, text, Reason.CanaryStepCompleted);
   }
 
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
@@ -168,10 +189,34 @@ export class Rollout {
     await this.watch({ pause: true, done: () => !this.state.pausedByUser || this.promoteRequested });
   }
 
+  /** An analysis that cannot see holds the rollout (a pause) until a metric answers again, or a resume, promote or abort. */
+  private async holdWhileBlind(): Promise<void> {
+    if (!this.state.analysis?.blind || this.promoteRequested) return;
+    await this.publish(RolloutPhase.Paused, `analysis inconclusive, holding: ${this.state.analysis.blind}; the rollout goes on when the metric answers again, or on resume, promote or abort`);
+    await this.watch({ pause: true, done: () => !this.state.analysis?.blind || this.promoteRequested });
+  }
+
+  /** Traffic may not move up (nor the last step promote) until an analysis passed at the current route. */
+  private needsAnalysis(): boolean {
+    return this.plan.analysis !== undefined && reachesCanary(this.route) && this.state.analysis?.passed !== true;
+  }
+
+  private gateOk(): boolean {
+    return this.state.consecutiveFailures === 0 && this.state.gates.at(-1)?.ok === true;
+  }
+
   /** Stable takes the canary's image and must be available before traffic leaves the canary; then the canary goes. */
   async promote(): Promise<RolloutResult> {
     this.throwIfInterrupted(false);
     this.state.step = this.plan.steps.length;
+    // The last step promotes on its own only after a passing analysis at the last weight; a person's promote decides.
+    if (!this.promoteRequested) {
+      await this.holdWhileBlind();
+      if (this.needsAnalysis()) {
+        await this.publish(RolloutPhase.Progressing, `all ${this.plan.steps.length} steps done: waiting for a passing analysis before promoting`);
+        await this.watch({ done: () => this.promoteRequested || this.state.analysis?.passed === true });
+      }
+    }
     const by = this.promoteRequest?.by ? ` by ${this.promoteRequest.by}` : '';
     await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
     await this.persist('switching the stable Deployment to the canary image', () => acts.promoteStable({ ...this.ref, plan: this.plan }));
@@ -183,7 +228,7 @@ export class Rollout {
       // Between polls gates keep running and an abort is still honoured.
       await this.watch({ until: Date.now() + Math.min(this.plan.gates.intervalMs, 2000) });
     }
-    await this.route(0);
+    await this.routeTo(noCanaryRoute);
     await this.persist('removing the canary', () => acts.removeCanary(this.ref));
     await this.persist('switching the spec\'s canary off', () => acts.finishCanarySpec({ ...this.ref, plan: this.plan }));
     this.undos.length = 0;
@@ -213,6 +258,8 @@ export class Rollout {
         await this.persist(undo.what, undo.run, { undo: true });
       }
       this.state.weight = 0;
+      this.state.routing = undefined;
+      this.route = noCanaryRoute;
       const who = aborted && this.state.abortedBy ? ` by ${this.state.abortedBy}` : '';
       await this.publish(stop.phase, `${aborted ? 'aborted' : 'rolled back'}${who}: ${stop.message}; all traffic on stable, canary removed`,
         aborted ? Reason.CanaryAborted : Reason.CanaryRolledBack, 'Warning');
@@ -231,9 +278,17 @@ export class Rollout {
     this.undos.push({ what, run });
   }
 
-  private async route(weight: number): Promise<void> {
-    await this.persist(`routing ${weight}% to the canary`, () => acts.setCanaryWeight({ ...this.ref, weight, version: this.plan.version }));
-    this.state.weight = weight;
+  /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
+  private async routeTo(r: CanaryRoute): Promise<void> {
+    await this.persist(`routing ${describeRoute(r)} to the canary`, () => acts.setCanaryRoute({ ...this.ref, version: this.plan.version, route: r }));
+    this.route = r;
+    this.state.weight = r.weight;
+    this.state.routing = describeExtras(r);
+    if (this.state.analysis) {
+      this.state.analysis.passed = false;
+      // The next analysis covers a whole interval of the new route.
+      this.lastAnalysisAt = Date.now();
+    }
   }
 
   /**
@@ -244,7 +299,7 @@ export class Rollout {
   private async checkGate(): Promise<void> {
     this.lastGateAt = Date.now();
     this.recheck = false;
-    const seen = await this.persist('checking the canary', () => acts.observeCanary({ ...this.ref, version: this.plan.version }));
+    const seen = await this.persist('checking the canary', () => acts.observeCanary({ ...this.ref, version: this.plan.version, route: this.route }));
     const { health } = seen;
     const verdict = gateVerdict(health, this.plan.gates);
     if (verdict.ok && !this.state.readySince) this.state.readySince = new Date(this.lastGateAt).toISOString();
@@ -262,14 +317,14 @@ export class Rollout {
     this.state.consecutiveFailures = verdict.ok ? 0 : this.state.consecutiveFailures + (countable ? 1 : 0);
     if (!verdict.ok) log.warn(`health gate failed (${counts ? `${this.state.consecutiveFailures}/${this.plan.gates.failureThreshold}` : 'start-up grace, not counted'}): ${verdict.reason}`);
 
-    const weight = weightAfterGate(this.state.weight, this.targetWeight, health, verdict.ok);
-    if (seen.routedWeight !== weight) {
-      const why = weight === 0 && this.state.weight > 0 ? 'the canary has no ready replica: all traffic moved to stable'
-        : seen.routedWeight !== this.state.weight ? `the VirtualService routed ${seen.routedWeight ?? 'nothing'}% to the canary, not the rollout's ${this.state.weight}%: routed ${weight}% again`
-          : `gate passed: ${weight}% to the canary`;
+    const desired = routeAfterGate(this.route, this.target, health, verdict.ok);
+    if (!sameRoute(desired, this.route) || !seen.asIntended) {
+      const why = !reachesCanary(desired) && reachesCanary(this.route) ? 'the canary has no ready replica: all traffic moved to stable'
+        : !seen.asIntended ? `the VirtualService does not route what the rollout set (it routes ${describeRouted(seen.routed)}): routing ${describeRoute(desired)} again`
+          : `gate passed: routing ${describeRoute(desired)} to the canary`;
       log.warn(why);
-      await this.route(weight);
-      // Status follows the VirtualService at once: it never claims a weight the mesh does not have.
+      await this.routeTo(desired);
+      // Status follows the VirtualService at once: it never claims a route the mesh does not have.
       await this.publish(this.state.phase, why);
     }
     if (!health.exists || !seen.subset) {
@@ -285,7 +340,7 @@ export class Rollout {
 
   private throwIfInterrupted(pausing: boolean): void {
     const stop = interruption({
-      abort: this.abortRequest, consecutiveFailures: this.state.consecutiveFailures, lastGate: this.state.gates.at(-1),
+      abort: this.abortRequest, analysisFailed: this.analysisFailed, consecutiveFailures: this.state.consecutiveFailures, lastGate: this.state.gates.at(-1),
       gates: this.plan.gates, now: Date.now(), deadline: this.deadline, pausing, progressDeadlineMs: this.plan.progressDeadlineMs,
       message: this.state.message,
     });
@@ -298,21 +353,70 @@ export class Rollout {
    * progress deadline.
    */
   private async watch(opts: { until?: number; pause?: boolean; done?: () => boolean }): Promise<void> {
+    const gateEvery = this.plan.gates.intervalMs;
+    const analysisEvery = this.plan.analysis?.intervalMs ?? Infinity;
     for (;;) {
-      const pausing = opts.pause === true || this.state.pausedByUser;
+      // A hold for an inconclusive analysis is a pause too: it does not count against the deadline.
+      const pausing = opts.pause === true || this.state.pausedByUser || Boolean(this.state.analysis?.blind);
       this.throwIfInterrupted(pausing);
       if (opts.done?.() || (opts.until !== undefined && Date.now() >= opts.until)) return;
       const started = Date.now();
-      const wakeAt = Math.min(this.lastGateAt + this.plan.gates.intervalMs, opts.until ?? Infinity, pausing ? Infinity : this.deadline);
+      // Analysis runs while requests reach the canary; with none, there is nothing to judge.
+      const analysisAt = reachesCanary(this.route) ? this.lastAnalysisAt + analysisEvery : Infinity;
+      const wakeAt = Math.min(this.lastGateAt + gateEvery, analysisAt, opts.until ?? Infinity, pausing ? Infinity : this.deadline);
       const seen = this.requests;
       if (!this.recheck) await condition(() => this.requests !== seen, Math.max(1, wakeAt - started));
-      if (this.recheck || Date.now() >= this.lastGateAt + this.plan.gates.intervalMs) await this.checkGate();
-      // All of a paused iteration, gate check included, is pause time.
+      if (this.recheck || Date.now() >= this.lastGateAt + gateEvery) await this.checkGate();
+      if (reachesCanary(this.route) && Date.now() >= this.lastAnalysisAt + analysisEvery) await this.analyse();
+      // All of a paused iteration, checks included, is pause time.
       if (pausing) {
         this.deadline += Date.now() - started;
         this.state.deadlineAt = new Date(this.deadline).toISOString();
       }
     }
+  }
+
+  /**
+   * One analysis: asks Prometheus for every metric, judges each answer against its range, records the verdicts
+   * (history, status, the query) and decides: a failure streak rolls back, an inconclusive streak holds the
+   * rollout, a run where every deciding metric passed lets traffic move up.
+   */
+  private async analyse(): Promise<void> {
+    const plan = this.plan.analysis;
+    const analysis = this.state.analysis;
+    if (!plan || !analysis) return;
+    this.lastAnalysisAt = Date.now();
+    const answers = await this.persist('analysing the canary', () => acts.queryMetrics({
+      ...this.ref, ...(plan.prometheusAddress ? { address: plan.prometheusAddress } : {}), queries: plan.metrics.map((m) => ({ name: m.name, query: m.query })),
+    }));
+    const at = new Date(this.lastAnalysisAt).toISOString();
+    const verdicts: AnalysisVerdict[] = plan.metrics.map((m) => judge(m, answers.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, at, this.route.weight));
+    for (const v of verdicts) log.info(`analysis: ${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message}`, { query: v.query, weight: v.weight });
+    const { tallies, decision } = tally(this.tallies, verdicts, plan.metrics);
+    this.tallies = tallies;
+    analysis.verdicts = [...analysis.verdicts, ...verdicts].slice(-keptVerdicts);
+    await this.decideOnAnalysis(decision);
+  }
+
+  private async decideOnAnalysis(decision: AnalysisDecision): Promise<void> {
+    const analysis = this.state.analysis!;
+    const wasBlind = analysis.blind;
+    if (decision.kind === 'pass') analysis.passed = true;
+    if (decision.kind === 'fail') {
+      this.analysisFailed = { metric: decision.verdict.metric, times: decision.times, message: decision.verdict.message };
+    }
+    if (decision.kind === 'blind' && !wasBlind) {
+      analysis.blind = `${decision.verdict.metric} inconclusive ${decision.times} times in a row: ${decision.verdict.message}`;
+      await this.publish(RolloutPhase.Paused, `analysis inconclusive, holding: ${analysis.blind}`, Reason.AnalysisInconclusive, 'Warning');
+      return;
+    }
+    if (decision.kind !== 'blind' && wasBlind) {
+      analysis.blind = undefined;
+      await this.publish(this.state.phase, 'analysis answers again: the rollout goes on', Reason.AnalysisRecovered);
+      return;
+    }
+    // Status shows the last verdicts.
+    await this.publish(this.state.phase, this.state.message);
   }
 
   /**
@@ -371,9 +475,41 @@ export class Rollout {
         ...(s.pauseEndsAt ? { pauseEndsAt: s.pauseEndsAt } : {}),
         ...(s.abortedBy ? { abortedBy: s.abortedBy } : {}),
         ...(s.reason ? { reason: s.reason } : {}),
+        ...(s.routing ? { routing: s.routing } : {}),
+        ...(s.analysis ? { analysis: s.analysis.verdicts } : {}),
       },
     };
   }
+}
+
+/** The route a step asks for: the current target with the step's change (an empty header match or 0% mirror removes it). */
+function withStep(target: CanaryRoute, step: Exclude<PlanStep, { kind: 'pause' }>): CanaryRoute {
+  const { headers, mirror, ...rest } = target;
+  const next: CanaryRoute = { ...rest, ...(headers?.length ? { headers } : {}), ...(mirror ? { mirror } : {}) };
+  if (step.kind === 'weight') return { ...next, weight: step.weight };
+  if (step.kind === 'header') {
+    const { headers: _h, ...without } = next;
+    return step.match.length ? { ...without, headers: step.match } : without;
+  }
+  const { mirror: _m, ...without } = next;
+  return step.percent ? { ...without, mirror: step.percent } : without;
+}
+
+/** A route in words. */
+function describeRoute(r: CanaryRoute): string {
+  return [`${r.weight}%`, describeExtras(r)].filter(Boolean).join(', ');
+}
+
+/** A header route and a mirror, in words (empty when neither). */
+function describeExtras(r: CanaryRoute): string | undefined {
+  const parts = [r.headers?.length ? `requests with ${describeMatch(r.headers)}` : '', r.mirror ? `a ${r.mirror}% mirror` : ''].filter(Boolean);
+  return parts.length ? parts.join(', ') : undefined;
+}
+
+/** Routes read back, in words. */
+function describeRouted(w: { canary: number; headerRoute: boolean; mirror: number } | null): string {
+  if (!w) return 'nothing (no VirtualService)';
+  return [`${w.canary}%`, w.headerRoute ? 'a header route' : '', w.mirror ? `a ${w.mirror}% mirror` : ''].filter(Boolean).join(', ');
 }
 
 // One attempt, for status written while something else is failing.

@@ -1,0 +1,54 @@
+// Asks Prometheus for the canary's metrics: each query sent as written in the plan, each answer a value or the
+// reason there is none. The verdict is the workflow's (workflows/rollout/analysis.ts); here only facts.
+import type { ActivityDeps } from './deps.ts';
+import type { MetricsInput, MetricValue } from './types.ts';
+
+interface QueryResponse {
+  status: 'success' | 'error';
+  errorType?: string;
+  error?: string;
+  data?: { resultType: string; result: unknown };
+}
+
+/** Queries Prometheus (the Application's own, else the operator's) for each metric; never throws for an answer it cannot use. */
+export async function queryMetrics(deps: ActivityDeps, input: MetricsInput): Promise<MetricValue[]> {
+  const address = input.address ?? deps.prometheusAddress;
+  if (!address) {
+    return input.queries.map((q) => ({ name: q.name, value: null, error: 'no Prometheus to ask: set the operator\'s --prometheus-address or analysis.prometheusAddress' }));
+  }
+  return Promise.all(input.queries.map(async (q) => ({ name: q.name, ...(await instantQuery(address, q.query)) })));
+}
+
+/** One instant query: its single value, or why there is none. */
+async function instantQuery(address: string, query: string): Promise<{ value: number | null; error?: string }> {
+  let body: QueryResponse;
+  try {
+    const res = await fetch(`${address.replace(/\/$/, '')}/api/v1/query?${new URLSearchParams({ query }).toString()}`, { signal: AbortSignal.timeout(10_000) });
+    const text = await res.text();
+    try {
+      body = JSON.parse(text) as QueryResponse;
+    } catch {
+      return { value: null, error: `Prometheus at ${address} answered ${res.status}: ${text.slice(0, 200)}` };
+    }
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    return { value: null, error: `Prometheus at ${address} unreachable: ${cause?.code ?? cause?.message ?? (err as Error).message}` };
+  }
+  if (body.status !== 'success') return { value: null, error: `Prometheus rejected the query: ${body.errorType ?? 'error'}: ${body.error ?? '?'}` };
+  return valueOf(body.data);
+}
+
+/** The one number an instant query answered: a scalar, or a vector of exactly one sample. */
+export function valueOf(data: QueryResponse['data']): { value: number | null; error?: string } {
+  let raw: string | undefined;
+  if (data?.resultType === 'scalar') raw = (data.result as [number, string])[1];
+  else if (data?.resultType === 'vector') {
+    const series = data.result as { value: [number, string] }[];
+    if (series.length === 0) return { value: null, error: 'no data: the query matched no series (no requests to the canary yet?)' };
+    if (series.length > 1) return { value: null, error: `the query returned ${series.length} series; it must return one value (aggregate it, e.g. with sum())` };
+    raw = series[0]!.value[1];
+  } else return { value: null, error: `the query returned a ${data?.resultType ?? 'missing'} result; it must return one value` };
+  const value = Number(raw);
+  if (!Number.isFinite(value)) return { value: null, error: `no data: the query returned ${raw} (no requests in the interval?)` };
+  return { value };
+}

@@ -1,0 +1,69 @@
+// The canary's analysis as pure functions: a metric's answer judged against its range, and the run's tally
+// decided: passed, failed (roll back), blind (hold: too many inconclusive results in a row) or not yet decided.
+import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
+import type { AnalysisMetric } from './plan.ts';
+
+/** How many verdicts the rollout keeps (status, the query, the UI). */
+export const keptVerdicts = 10;
+
+/** Judges one answer: inside the range is a pass, outside a fail, no value (no data, an error) inconclusive, never a pass. */
+export function judge(metric: AnalysisMetric, answer: MetricValue, at: string, weight: number): AnalysisVerdict {
+  const base = { metric: metric.name, at, range: metric.range, query: metric.query, weight, ...(metric.dryRun ? { dryRun: true } : {}) };
+  if (answer.value === null) return { ...base, result: 'inconclusive', message: answer.error ?? 'no value' };
+  const { min, max } = metric.range;
+  const low = min !== undefined && answer.value < min;
+  const high = max !== undefined && answer.value > max;
+  const range = describeRange(metric.range);
+  const value = round(answer.value);
+  if (low || high) return { ...base, result: 'fail', value: answer.value, message: `${value} is ${low ? 'below' : 'above'} ${range}` };
+  return { ...base, result: 'pass', value: answer.value, message: `${value} is within ${range}` };
+}
+
+/** A range in words: "at least 99", "at most 500", "between 1 and 2". */
+export function describeRange(r: { min?: number; max?: number }): string {
+  if (r.min !== undefined && r.max !== undefined) return `the range ${r.min}..${r.max}`;
+  return r.min !== undefined ? `the minimum ${r.min}` : `the maximum ${r.max ?? '?'}`;
+}
+
+const round = (n: number) => Math.round(n * 1000) / 1000;
+
+/** Consecutive results of one metric. */
+export interface MetricTally {
+  failures: number;
+  inconclusive: number;
+}
+
+export type AnalysisDecision =
+  /** Every metric that decides passed in this run. */
+  | { kind: 'pass' }
+  /** A metric was outside its range failureLimit times in a row: roll back. */
+  | { kind: 'fail'; verdict: AnalysisVerdict; times: number }
+  /** A metric was inconclusive inconclusiveLimit times in a row: hold the rollout until it answers again. */
+  | { kind: 'blind'; verdict: AnalysisVerdict; times: number }
+  /** Not decided yet (a failure or an inconclusive result below its limit). */
+  | { kind: 'pending' };
+
+/**
+ * Adds one run's verdicts to the tallies and decides. A pass resets a metric's failures and a conclusive result its
+ * inconclusive count; an inconclusive result leaves the failure streak as it is. Dry-run metrics are judged and
+ * recorded but never decide.
+ */
+export function tally(tallies: Record<string, MetricTally>, verdicts: AnalysisVerdict[], metrics: AnalysisMetric[]): { tallies: Record<string, MetricTally>; decision: AnalysisDecision } {
+  const next = { ...tallies };
+  let fail: AnalysisDecision | undefined;
+  let blind: AnalysisDecision | undefined;
+  let allPass = true;
+  for (const v of verdicts) {
+    const metric = metrics.find((m) => m.name === v.metric);
+    if (!metric || metric.dryRun) continue;
+    const t = { ...(next[v.metric] ?? { failures: 0, inconclusive: 0 }) };
+    if (v.result === 'pass') t.failures = 0;
+    if (v.result === 'fail') t.failures++;
+    t.inconclusive = v.result === 'inconclusive' ? t.inconclusive + 1 : 0;
+    next[v.metric] = t;
+    if (v.result !== 'pass') allPass = false;
+    if (!fail && t.failures >= metric.failureLimit) fail = { kind: 'fail', verdict: v, times: t.failures };
+    if (!blind && t.inconclusive >= metric.inconclusiveLimit) blind = { kind: 'blind', verdict: v, times: t.inconclusive };
+  }
+  return { tallies: next, decision: fail ?? blind ?? (allPass ? { kind: 'pass' } : { kind: 'pending' }) };
+}
