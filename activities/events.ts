@@ -11,9 +11,11 @@ export interface EventInput {
   reason: string;
   message: string;
   action?: string;
+  /** The kind of the object the Event is about (default Application; Release for a Release's). */
+  kind?: string;
 }
 
-/** Records a Kubernetes Event (events.k8s.io/v1) on an Application, shown by `kubectl describe`. Best effort: never fails a reconcile. */
+/** Records a Kubernetes Event (events.k8s.io/v1) on an Application or a Release, shown by `kubectl describe`. Best effort: never fails a reconcile. */
 export async function recordEvent(kube: Kube, e: EventInput): Promise<void> {
   const now = new Date().toISOString().replace(/(\.\d{3})Z$/, '$1000Z');
   try {
@@ -28,7 +30,7 @@ export async function recordEvent(kube: Kube, e: EventInput): Promise<void> {
       reason: e.reason,
       note: e.message.slice(0, 1024),
       type: e.type,
-      regarding: { apiVersion: API_VERSION, kind: KIND, name: e.name, namespace: e.namespace, ...(e.uid ? { uid: e.uid } : {}) },
+      regarding: { apiVersion: API_VERSION, kind: e.kind ?? KIND, name: e.name, namespace: e.namespace, ...(e.uid ? { uid: e.uid } : {}) },
     });
   } catch {
     // Events are a courtesy to kubectl describe; losing one must not fail or retry the work it describes.

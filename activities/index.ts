@@ -4,6 +4,10 @@ import {
 } from './canary.ts';
 import type { ActivityDeps } from './deps.ts';
 import { queryMetrics } from './metrics.ts';
+import {
+  claimApplications, finalizeRelease, observeApplications, readRelease, releaseClaims, revertApplication, startCanary, stopCanary, writeReleaseStatus,
+  type ClaimInput, type ReleaseStatusInput, type StartCanaryInput,
+} from './release.ts';
 import { finalizeApplication, reconcileApplication } from './reconcile.ts';
 
 /** The activities a worker registers, bound to the process's clients. */
@@ -21,6 +25,15 @@ export function createActivities(deps: ActivityDeps) {
     restoreStableImage: (input: PlanInput) => restoreStableImage(deps, input),
     finishCanarySpec: (input: PlanInput) => finishCanarySpec(deps, input),
     writeCanaryStatus: (input: CanaryStatusInput) => writeCanaryStatus(deps, input),
+    readRelease: (input: { namespace: string; name: string }) => readRelease(deps, input),
+    claimApplications: (input: ClaimInput) => claimApplications(deps, input),
+    releaseClaims: (input: { namespace: string; release: string; apps: string[] }) => releaseClaims(deps, input),
+    startCanary: (input: StartCanaryInput) => startCanary(deps, input),
+    stopCanary: (input: { namespace: string; app: string; canaryVersion: string }) => stopCanary(deps, input),
+    revertApplication: (input: { namespace: string; app: string; image: string; previousImage: string }) => revertApplication(deps, input),
+    observeApplications: (input: { namespace: string; apps: string[] }) => observeApplications(deps, input),
+    writeReleaseStatus: (input: ReleaseStatusInput) => writeReleaseStatus(deps, input),
+    finalizeRelease: (input: { namespace: string; name: string; uid: string }) => finalizeRelease(deps, input),
   };
 }
 

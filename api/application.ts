@@ -7,48 +7,20 @@
 import { z } from 'zod';
 import { API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, RolloutPhase, STABLE_VERSION } from './constants.ts';
 import { parseQuantity } from './quantity.ts';
+import {
+  DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE, WHITESPACE, bool, digestOk, duration, int, intOrString, issuesMessage, list, oneOf,
+  str, typeError, uniqueBy,
+} from './schema.ts';
 
-const DURATION = /^([0-9]+(ms|s|m|h))+$/;
-const DURATION_TOKEN = /([0-9]+)(ms|s|m|h)/g;
-const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
-const DNS1035_LABEL = /^[a-z]([-a-z0-9]*[a-z0-9])?$/;
-const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const LABEL_VALUE = /^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$/;
+export { parseDuration } from './schema.ts';
+
 const ENV_NAME = /^[-._a-zA-Z][-._a-zA-Z0-9]*$/;
 const RETRY_ON = /^[a-z0-9-]+(,[a-z0-9-]+)*$/;
-// Go's unicode.IsSpace, which the kubelet-side image check uses (the CEL rule spells it [[:space:]\x{85}\p{Z}]):
-// a no-break space passed an ASCII-only rule, then every pod create failed.
-const WHITESPACE = /[\t\n\v\f\r \u0085\p{Z}]/u;
-const MS_PER_UNIT: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-// Go's time.Duration (what CEL's duration() parses into) is int64 nanoseconds.
-const MAX_DURATION_MS = 9_223_372_036_854;
-// Kubernetes does not check image references; a malformed digest would only fail at every pull.
-const DIGEST = /^[^@]+@(sha256:[0-9a-f]{64}|sha512:[0-9a-f]{128})$/;
-const digestOk = (s: string) => !s.includes('@') || DIGEST.test(s);
 
 // A trailing slash names the same directory: /etc/x and /etc/x/ would be two mounts of one path.
 const mountPath = () => str(1024)
   .refine((s) => s.startsWith('/'), 'mountPath must be an absolute path')
   .refine((s) => s === '/' || !s.endsWith('/'), "mountPath must not end with '/' (/etc/x and /etc/x/ are the same mount)");
-
-/** Milliseconds in a duration string such as `500ms`, `30s` or `1h30m`; throws RangeError when it is not one. */
-export function parseDuration(s: string): number {
-  if (!DURATION.test(s)) throw new RangeError(`not a duration (units ms, s, m, h): ${JSON.stringify(s)}`);
-  let ms = 0;
-  for (const [, amount, unit] of s.matchAll(DURATION_TOKEN)) {
-    ms += Number(amount) * (MS_PER_UNIT[unit ?? ''] ?? 0);
-  }
-  if (ms > MAX_DURATION_MS) throw new RangeError(`duration out of range: ${JSON.stringify(s)}`);
-  return ms;
-}
-
-function isDuration(s: string, minMs: number): boolean {
-  try {
-    return parseDuration(s) >= minMs;
-  } catch {
-    return false;
-  }
-}
 
 // A container port name (IANA_SVC_NAME), what the CEL rules spell out with size/matches/contains.
 function isPortName(s: string): boolean {
@@ -58,65 +30,6 @@ function isPortName(s: string): boolean {
 function isNonNegativeQuantity(v: string | number): boolean {
   const q = parseQuantity(v);
   return q !== null && q >= 0n;
-}
-
-// --- building blocks that word their errors like the API server ---
-
-function typeError(type: string) {
-  return (issue: { input?: unknown }): string => (issue.input === undefined ? 'Required value' : `must be of type ${type}`);
-}
-
-const tooLong = (max: number): string => `Too long: may not be more than ${max} bytes`;
-const tooMany = (max: number) => (issue: { input?: unknown }): string =>
-  `Too many: ${Array.isArray(issue.input) ? issue.input.length : '?'}: must have at most ${max} items`;
-
-function str(maxLength?: number) {
-  const s = z.string({ error: typeError('string') });
-  return maxLength === undefined ? s : s.max(maxLength, tooLong(maxLength));
-}
-
-function bool() {
-  return z.boolean({ error: typeError('boolean') });
-}
-
-function int(min?: number, max?: number) {
-  let n = z.int({ error: typeError('integer') });
-  if (min !== undefined) n = n.min(min, `should be greater than or equal to ${min}`);
-  if (max !== undefined) n = n.max(max, `should be less than or equal to ${max}`);
-  return n;
-}
-
-function oneOf<const T extends readonly [string, ...string[]]>(values: T) {
-  const supported = values.map((v) => JSON.stringify(v)).join(', ');
-  return z.enum(values, {
-    error: (issue) => (issue.input === undefined ? 'Required value' : `Unsupported value: ${JSON.stringify(issue.input)}: supported values: ${supported}`),
-  });
-}
-
-function list<T extends z.ZodType>(item: T, maxItems: number) {
-  return z.array(item, { error: typeError('array') }).max(maxItems, { error: tooMany(maxItems) });
-}
-
-// x-kubernetes-list-type: map — one entry per key, reported on the later duplicate.
-function uniqueBy<T>(key: keyof T & string) {
-  return (items: T[], ctx: z.RefinementCtx<T[]>): void => {
-    const seen = new Set<unknown>();
-    items.forEach((item, index) => {
-      const value = item[key];
-      if (seen.has(value)) {
-        ctx.addIssue({ code: 'custom', path: [index], message: `Duplicate value: ${JSON.stringify({ [key]: value })}` });
-      }
-      seen.add(value);
-    });
-  };
-}
-
-function intOrString(maxLength: number) {
-  return z.union([z.int(), str(maxLength)], { error: typeError('integer or string') });
-}
-
-function duration(message: string, minMs: number | null) {
-  return str(32).refine((s) => (minMs === null ? DURATION.test(s) : isDuration(s, minMs)), message);
 }
 
 // --- core/v1 pieces ---
@@ -310,7 +223,7 @@ const routeMatchSchema = z
   .refine((m) => [m.exact, m.prefix, m.regex].filter((x) => x !== undefined).length === 1, 'each match sets exactly one of exact, prefix or regex')
   .refine((m) => m.cookie === undefined || m.exact !== undefined, 'a cookie match needs exact');
 
-const canaryStepSchema = z
+export const canaryStepSchema = z
   .object({
     setWeight: weight('setWeight').optional(),
     pause: z
@@ -348,7 +261,7 @@ const analysisMetricSchema = z
   })
   .refine((m) => (m.query !== undefined) !== (m.template !== undefined), 'each metric sets exactly one of query or template');
 
-const analysisSchema = z.object({
+export const analysisSchema = z.object({
   interval: duration('analysis.interval must be a duration of at least 1s such as 30s or 1m (units ms, s, m, h)', 1000).default('30s'),
   prometheusAddress: str(512)
     .refine((s) => /^https?:\/\/[^/\s]+(\/[^\s]*)?$/.test(s), 'analysis.prometheusAddress must be an http or https URL such as http://prometheus.monitoring:9090')
@@ -366,20 +279,24 @@ const healthGatesSchema = z.object({
   initialDelay: duration('healthGates.initialDelay must be a duration such as 0s, 30s or 2m (units ms, s, m, h)', null).default('60s'),
 });
 
+/** A canary's version: a label value (it labels the canary's pods), never 'stable'. */
+export const canaryVersionSchema = str(63)
+  .refine(
+    (s) => LABEL_VALUE.test(s),
+    "canaryVersion must be a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
+  )
+  .refine((s) => s !== STABLE_VERSION, "canaryVersion must not be 'stable': that value labels the stable pods");
+
+/** A canary's image. */
+export const canaryImageSchema = str(512)
+  .refine((s) => s.length > 0 && !WHITESPACE.test(s), 'canary image must be a non-empty image reference without whitespace')
+  .refine(digestOk, 'canary image digest must be sha256: and 64 lowercase hex digits (or sha512: and 128)');
+
 const canarySchema = z
   .object({
     enabled: bool().default(false),
-    canaryVersion: str(63)
-      .refine(
-        (s) => LABEL_VALUE.test(s),
-        "canaryVersion must be a valid label value: at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit",
-      )
-      .refine((s) => s !== STABLE_VERSION, "canaryVersion must not be 'stable': that value labels the stable pods")
-      .optional(),
-    image: str(512)
-      .refine((s) => s.length > 0 && !WHITESPACE.test(s), 'canary image must be a non-empty image reference without whitespace')
-      .refine(digestOk, 'canary image digest must be sha256: and 64 lowercase hex digits (or sha512: and 128)')
-      .optional(),
+    canaryVersion: canaryVersionSchema.optional(),
+    image: canaryImageSchema.optional(),
     weight: weight('weight').default(0),
     replicas: int(1, 100).default(1),
     steps: list(canaryStepSchema, 50).optional(),
@@ -517,16 +434,11 @@ export type EnvVar = z.output<typeof envVarSchema>;
 
 export type ParseResult = { ok: true; app: Application } | { ok: false; reason: typeof Reason.InvalidSpec; message: string };
 
-function formatPath(path: readonly PropertyKey[]): string {
-  return path.map((p, i) => (typeof p === 'number' ? `[${p}]` : `${i === 0 ? '' : '.'}${String(p)}`)).join('');
-}
-
 /** Parses and defaults an Application; on failure, a reason and a message listing every problem by field path. */
 export function parseApplication(obj: unknown): ParseResult {
   const result = applicationSchema.safeParse(obj);
   if (result.success) return { ok: true, app: result.data };
-  const message = result.error.issues.map((issue) => `${formatPath(issue.path)}: ${issue.message}`).join('; ');
-  return { ok: false, reason: Reason.InvalidSpec, message };
+  return { ok: false, reason: Reason.InvalidSpec, message: issuesMessage(result.error) };
 }
 
 /**

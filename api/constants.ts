@@ -71,6 +71,47 @@ export function isTerminal(phase: string | undefined): boolean {
   return phase !== undefined && terminalRolloutPhases.has(phase);
 }
 
+// ---- Releases ----
+
+/** The annotation that says which Release an Application belongs to while the Release runs. */
+export const RELEASE_ANNOTATION = `${GROUP}/release`;
+
+export const RELEASE_KIND = 'Release';
+export const RELEASE_PLURAL = 'releases';
+
+/** Phases of a Release (status.phase). */
+export const ReleasePhase = {
+  Pending: 'Pending',
+  Progressing: 'Progressing',
+  Paused: 'Paused',
+  Promoted: 'Promoted',
+  Aborted: 'Aborted',
+  RolledBack: 'RolledBack',
+  Failed: 'Failed',
+} as const;
+export type ReleasePhase = (typeof ReleasePhase)[keyof typeof ReleasePhase];
+
+/** Phases in which a Release is over for its generation. */
+export const terminalReleasePhases: ReadonlySet<string> = new Set<ReleasePhase>([
+  ReleasePhase.Promoted, ReleasePhase.Aborted, ReleasePhase.RolledBack, ReleasePhase.Failed,
+]);
+
+/** Where each Application of a Release stands (status.applications[].phase). */
+export const ReleaseAppPhase = {
+  /** Its wave has not started. */
+  Waiting: 'Waiting',
+  /** Its canary runs. */
+  Progressing: 'Progressing',
+  Promoted: 'Promoted',
+  /** Its canary was rolled back or aborted: the Release fails. */
+  Failed: 'Failed',
+  /** The Release stopped its canary (another failed, or an abort). */
+  Stopped: 'Stopped',
+  /** The Release put its previous image back. */
+  Reverted: 'Reverted',
+} as const;
+export type ReleaseAppPhase = (typeof ReleaseAppPhase)[keyof typeof ReleaseAppPhase];
+
 export const ConditionType = {
   Ready: 'Ready',
   Progressing: 'Progressing',

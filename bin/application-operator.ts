@@ -7,6 +7,7 @@ import { runOperator } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
 import { appStatus, control, defaultNamespace, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
 import { formatHistory, rolloutHistory } from '../client/history.ts';
+import { controlRelease, formatRelease, releaseStatus } from '../client/release.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
@@ -66,6 +67,47 @@ withTarget(program.command('status').description("show the Application's workflo
       if (s.rollout) console.log(`${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}`);
       else if (s.rolloutResult) console.log(`last rollout: ${formatResult(s.rolloutResult)}`);
       else console.log('no canary rollout');
+    } finally {
+      await connection.close();
+    }
+  });
+
+const release = program.command('release').description('control a Release: all its waves as one (promote, abort, pause, resume) and its status');
+const releaseActions: Record<ControlAction, string> = {
+  promote: 'promote the running wave\'s canaries, or start the next wave when the release waits for a promote; lifts a pause',
+  abort: 'abort the release: stop the running wave\'s canaries and put back the previous image of every Application it promoted, last first',
+  pause: 'hold the release: pause the running canaries and do not start the next wave',
+  resume: 'go on after a pause',
+};
+const withRelease = (cmd: Command) => withOperatorOptions(cmd)
+  .argument('<release>', 'Release name')
+  .addOption(new Option('-n, --namespace <ns>', 'namespace of the Release (default: the kubeconfig context\'s)'));
+for (const [action, description] of Object.entries(releaseActions) as [ControlAction, string][]) {
+  withRelease(release.command(action).description(description))
+    .option('--reason <text>', 'why (recorded in status and history)')
+    .action(async (name: string, opts: Record<string, unknown>) => {
+      const { client, connection } = await connectClient(operatorConfig(opts));
+      try {
+        const state = await controlRelease(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), name, opts['reason'] as string | undefined);
+        console.log(`${action} accepted\n${formatRelease(state)}`);
+      } finally {
+        await connection.close();
+      }
+    });
+}
+withRelease(release.command('status').description('show the Release: its phase, wave, and each Application'))
+  .option('-o, --output <format>', 'text or json', 'text')
+  .action(async (name: string, opts: Record<string, unknown>) => {
+    const ns = (opts['namespace'] as string | undefined) ?? defaultNamespace();
+    const { client, connection } = await connectClient(operatorConfig(opts));
+    try {
+      const state = await releaseStatus(client, ns, name);
+      if (!state) {
+        console.error(`${ns}/${name}: no workflow for this Release (is it there? kubectl -n ${ns} get release ${name})`);
+        process.exitCode = 1;
+        return;
+      }
+      console.log(opts['output'] === 'json' ? JSON.stringify(state, null, 2) : formatRelease(state));
     } finally {
       await connection.close();
     }

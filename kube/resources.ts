@@ -1,4 +1,4 @@
-import { API_VERSION, KIND, PLURAL } from '../api/constants.ts';
+import { API_VERSION, KIND, PLURAL, RELEASE_KIND, RELEASE_PLURAL } from '../api/constants.ts';
 import { childKinds } from '../render/children.ts';
 
 /** A reference to one Kubernetes object. */
@@ -30,6 +30,7 @@ const resources: Record<string, Resource> = {
   'v1/Event': { plural: 'events', namespaced: true },
   'apps/v1/ReplicaSet': { plural: 'replicasets', namespaced: true },
   [`${API_VERSION}/${KIND}`]: { plural: PLURAL, namespaced: true },
+  [`${API_VERSION}/${RELEASE_KIND}`]: { plural: RELEASE_PLURAL, namespaced: true },
   'events.k8s.io/v1/Event': { plural: 'events', namespaced: true },
   'coordination.k8s.io/v1/Lease': { plural: 'leases', namespaced: true },
   ...Object.fromEntries(childKinds.map((k) => [`${k.apiVersion}/${k.kind}`, { plural: k.plural, namespaced: true }])),

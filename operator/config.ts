@@ -21,6 +21,7 @@ export interface OperatorConfig {
   maxConcurrentWorkflowTasks: number;
   maxCachedWorkflows: number;
   progressRecheckSeconds: number;
+  releasePollSeconds: number;
   resyncSeconds: number;
   coalesceMs: number;
   registerSearchAttributes: boolean;
@@ -71,6 +72,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow tasks at once per worker').env('MAX_CONCURRENT_WORKFLOW_TASKS').argParser(int).default(20))
     .addOption(new Option('--max-cached-workflows <n>', 'workflows kept in memory between tasks (memory bound; evicted ones replay their history)').env('MAX_CACHED_WORKFLOWS').argParser(int).default(200))
     .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))
+    .addOption(new Option('--release-poll-seconds <s>', 'a running Release looks at its Applications this often besides the watcher\'s signals').env('RELEASE_POLL_SECONDS').argParser(int).default(30))
     .addOption(new Option('--resync-seconds <s>', 're-apply converged apps this often (0: only on events)').env('RESYNC_SECONDS').argParser(int).default(0))
     .addOption(new Option('--coalesce-ms <ms>', 'events for one app within this window become one signal').env('COALESCE_MS').argParser(int).default(300))
     .addOption(new Option('--no-register-search-attributes', 'do not register the AppNamespace/AppName/AppPhase search attributes at start'))
@@ -99,6 +101,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     maxConcurrentWorkflowTasks: opts['maxConcurrentWorkflowTasks'] as number,
     maxCachedWorkflows: (opts['maxCachedWorkflows'] as number | undefined) ?? 200,
     progressRecheckSeconds: opts['progressRecheckSeconds'] as number,
+    releasePollSeconds: (opts['releasePollSeconds'] as number | undefined) ?? 30,
     resyncSeconds: opts['resyncSeconds'] as number,
     coalesceMs: opts['coalesceMs'] as number,
     registerSearchAttributes: opts['registerSearchAttributes'] !== false,

@@ -170,6 +170,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
       kc, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
       coalesceMs: cfg.coalesceMs,
       loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
+      releaseOptions: { pollSeconds: cfg.releasePollSeconds },
       onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
     });
     watcher = wt;

@@ -14,7 +14,7 @@ const root = resolve(import.meta.dirname, '..');
 
 /** Flags that make an operator quick to react, for tests (the benchmark runs with the defaults instead). */
 export const testFlags = [
-  '--temporal-ui-url=http://127.0.0.1:8233', '--coalesce-ms=100', '--progress-recheck-seconds=5', '--log-level=debug',
+  '--temporal-ui-url=http://127.0.0.1:8233', '--coalesce-ms=100', '--progress-recheck-seconds=5', '--release-poll-seconds=5', '--log-level=debug',
 ];
 
 /** An operator process of our own: its own task queue, watching only the given namespaces. */

@@ -1,5 +1,5 @@
 // What a watch event means to an Application's workflow, as one pure function the watcher calls for every event.
-import { KIND } from '../api/constants.ts';
+import { KIND, RELEASE_KIND } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
 import type { ChangeReason } from '../workflows/contract.ts';
 
@@ -26,7 +26,7 @@ export interface WatchEvent {
  * delete), or null when the event changes nothing the workflow acts on (our own status writes, labels...).
  */
 export function changeReason(before: Observation | undefined, after: Observation, event: WatchEvent): ChangeReason | null {
-  if (after.kind === KIND) {
+  if (after.kind === KIND || after.kind === RELEASE_KIND) {
     // With our finalizer the workflow itself finished the deletion; without it, a running workflow must learn the app is gone.
     if (event.type === 'delete') return after.finalizer ? null : 'deleted';
     if (!before) return event.initialSync ? 'resync' : 'spec';

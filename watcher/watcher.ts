@@ -1,12 +1,16 @@
 import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
-import { API_VERSION, FINALIZER, KIND, LABEL_MANAGED_BY, MANAGED_BY } from '../api/constants.ts';
+import { API_VERSION, FINALIZER, KIND, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND } from '../api/constants.ts';
 import { Kube } from '../kube/client.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds } from '../render/children.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
-import { applicationWorkflowId, applicationWorkflowType, changedSignal, type ChangeReason, type ChangeSignal, type LoopOptions } from '../workflows/contract.ts';
+import type { releaseWorkflow } from '../workflows/release/workflow.ts';
+import {
+  applicationWorkflowId, applicationWorkflowType, changedSignal, releaseWorkflowId, releaseWorkflowType,
+  type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
+} from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
 import { changeReason, reasonStrength, type Observation, type WatchEvent } from './change.ts';
 
@@ -22,6 +26,8 @@ export interface WatcherOptions {
   /** Signals in flight to Temporal at once. */
   maxInFlight?: number;
   log: Logger;
+  /** Durations of Release workflows (tests shorten the safety-net poll). */
+  releaseOptions?: ReleaseWorkflowInput['options'];
   /** Called after each signal-with-start (for metrics). */
   onSignal?: (reason: ChangeReason, ok: boolean) => void;
 }
@@ -41,10 +47,11 @@ type Obj = KubernetesObject & { status?: unknown };
  * so no event is lost across a restart.
  */
 export class Watcher {
-  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions'>;
+  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>;
   private readonly kube: Kube;
   private readonly informers: { name: string; informer: Informer<Obj> & ObjectCache<Obj>; started: boolean; backoffMs: number; timer?: NodeJS.Timeout }[] = [];
   private readonly apps = new Map<string, Observation>();
+  private readonly releases = new Map<string, Observation>();
   private readonly children = new Map<string, Observation>();
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
@@ -72,6 +79,7 @@ export class Watcher {
     const scopes = this.opts.namespaces.length ? this.opts.namespaces : [undefined];
     for (const ns of scopes) {
       this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
+      this.addInformer(`releases${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: RELEASE_KIND, namespace: ns }), undefined, (type, obj) => this.onRelease(type, obj));
     }
     for (const ns of scopes) {
       for (const c of childKinds.filter((k) => k.watched)) {
@@ -79,8 +87,8 @@ export class Watcher {
         this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj));
       }
     }
-    // Applications first, so children events can be matched to a known Application.
-    const appInformers = this.informers.filter((i) => i.name.startsWith('applications'));
+    // Applications (and Releases) first, so children events can be matched to a known Application.
+    const appInformers = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases'));
     await Promise.all(appInformers.map((i) => this.startInformer(i)));
     this.initialSync = false;
     await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => this.startInformer(i)));
@@ -132,7 +140,22 @@ export class Watcher {
     else this.apps.set(key, now);
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
-    if (reason) this.enqueue(key, reason, undefined, { signalOnly: type === 'delete' });
+    if (reason) this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete' });
+    // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
+    const release = obj.metadata?.annotations?.[RELEASE_ANNOTATION];
+    if (release && (type === 'delete' || now.status !== before?.status)) {
+      this.enqueue(`release:${obj.metadata?.namespace ?? ''}/${release}`, 'child-status', `Application/${obj.metadata?.name ?? ''}`, { signalOnly: true });
+    }
+  }
+
+  private onRelease(type: WatchEvent['type'], obj: Obj): void {
+    const key = keyOf(obj);
+    const now = observe(RELEASE_KIND, obj);
+    const before = this.releases.get(key);
+    if (type === 'delete') this.releases.delete(key);
+    else this.releases.set(key, now);
+    const reason = changeReason(before, now, { type, initialSync: this.initialSync });
+    if (reason) this.enqueue(`release:${key}`, reason, undefined, { signalOnly: type === 'delete' });
   }
 
   private onChild(kind: string, type: WatchEvent['type'], obj: Obj): void {
@@ -148,7 +171,7 @@ export class Watcher {
     const app = this.apps.get(appKey);
     if (!app || app.deleting) return;
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
-    if (reason) this.enqueue(appKey, reason, `${kind}/${obj.metadata.name}`);
+    if (reason) this.enqueue(`app:${appKey}`, reason, `${kind}/${obj.metadata.name}`);
   }
 
   private enqueue(key: string, reason: ChangeReason, object?: string, opts: { signalOnly?: boolean } = {}): void {
@@ -188,27 +211,40 @@ export class Watcher {
   private async send(key: string): Promise<void> {
     const p = this.pending.get(key);
     if (!p) return;
-    const [namespace, name] = key.split('/') as [string, string];
-    const workflowId = applicationWorkflowId(namespace, name);
+    const [target, ref] = key.split(':') as ['app' | 'release', string];
+    const [namespace, name] = ref.split('/') as [string, string];
+    const workflowId = target === 'app' ? applicationWorkflowId(namespace, name) : releaseWorkflowId(namespace, name);
     const signal: ChangeSignal = { reason: p.reason, ...(p.object ? { object: p.object } : {}) };
     // Taken off the map before the call so events that arrive meanwhile queue a new signal.
     this.pending.delete(key);
     const signalOnly = this.signalOnly.delete(key);
+    const searchAttributes = [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }];
     try {
       if (signalOnly) {
         await this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, signal).catch((err: unknown) => {
           if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
         });
-      } else {
+      } else if (target === 'app') {
         await this.opts.temporal.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
           workflowId,
           taskQueue: this.opts.taskQueue,
           args: [{ namespace, name, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) }],
           signal: changedSignal,
           signalArgs: [signal],
-          typedSearchAttributes: [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }],
+          typedSearchAttributes: searchAttributes,
           staticSummary: `Application ${namespace}/${name}`,
           staticDetails: `Reconciles the children and status of Application ${namespace}/${name}; canary rollouts run here too.`,
+        });
+      } else {
+        await this.opts.temporal.workflow.signalWithStart<typeof releaseWorkflow, [ChangeSignal]>(releaseWorkflowType, {
+          workflowId,
+          taskQueue: this.opts.taskQueue,
+          args: [{ namespace, name, ...(this.opts.releaseOptions ? { options: this.opts.releaseOptions } : {}) }],
+          signal: changedSignal,
+          signalArgs: [signal],
+          typedSearchAttributes: searchAttributes,
+          staticSummary: `Release ${namespace}/${name}`,
+          staticDetails: `Rolls the Applications of Release ${namespace}/${name} out in waves; when a canary fails, the earlier waves are rolled back.`,
         });
       }
       this.opts.onSignal?.(p.reason, true);
@@ -236,8 +272,19 @@ function observe(kind: string, obj: Obj): Observation {
   const meta = obj.metadata ?? {};
   return {
     kind, generation: meta.generation, deleting: Boolean(meta.deletionTimestamp),
-    status: kind === KIND ? '' : JSON.stringify(obj.status ?? null), finalizer: (meta.finalizers ?? []).includes(FINALIZER),
+    status: statusOf(kind, obj), finalizer: (meta.finalizers ?? []).includes(FINALIZER),
   };
+}
+
+/**
+ * What of an object's status the watcher compares: a child's whole status; for an Application in a Release, what
+ * its rollout says (the Release follows it); nothing for the rest (our own status writes wake nobody).
+ */
+function statusOf(kind: string, obj: Obj): string {
+  if (kind !== KIND) return kind === RELEASE_KIND ? '' : JSON.stringify(obj.status ?? null);
+  if (!obj.metadata?.annotations?.[RELEASE_ANNOTATION]) return '';
+  const s = obj.status as { phase?: string; canary?: { phase?: string; version?: string; step?: number } } | undefined;
+  return JSON.stringify([s?.phase, s?.canary?.phase, s?.canary?.version, s?.canary?.step]);
 }
 
 function keyOf(obj: KubernetesObject): string {

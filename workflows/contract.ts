@@ -167,3 +167,64 @@ export const rolloutQuery = defineQuery<RolloutState | null>('rollout');
 
 /** Sent by the Application's workflow when a child the rollout owns changed (a hand edit, a deletion, canary pods): check now. */
 export const recheckSignal = defineSignal<[{ object?: string }]>('recheck');
+
+// ---- the Release workflow ----
+
+/** The Release workflow's type name. */
+export const releaseWorkflowType = 'releaseWorkflow';
+
+/** One workflow per Release. */
+export function releaseWorkflowId(namespace: string, name: string): string {
+  return `release/${namespace}/${name}`;
+}
+
+export interface ReleaseWorkflowInput {
+  namespace: string;
+  name: string;
+  options?: {
+    /** How often a running release looks at its Applications besides the watcher's signals (default 30). */
+    pollSeconds?: number;
+    /** Continue-as-new once a finished release's history reaches this many events (default 2000). */
+    maxHistoryEvents?: number;
+  };
+}
+
+/** One Application as the Release sees it. */
+export interface ReleaseAppState {
+  name: string;
+  /** 1-based. */
+  wave: number;
+  phase: string;
+  canaryVersion: string;
+  /** The image the Release rolls out. */
+  image?: string;
+  /** Its image before the Release, which a rollback puts back. */
+  previousImage?: string;
+  message?: string;
+}
+
+/** What the Release workflow knows, for the `release` query, the CLI and status. */
+export interface ReleaseState {
+  namespace: string;
+  name: string;
+  phase: string;
+  /** The current (or last) wave, 1-based; 0 before the first. */
+  wave: number;
+  waves: number;
+  generation?: number;
+  message: string;
+  pausedByUser: boolean;
+  /** The Application whose canary failed, if one did. */
+  failedApplication?: string;
+  applications: ReleaseAppState[];
+}
+
+/** Control of a whole Release, as updates (validated, answered with its state) and as signals (controlSignals). */
+export const releaseUpdates = {
+  promote: defineUpdate<ReleaseState, [ControlRequest]>('promote'),
+  abort: defineUpdate<ReleaseState, [ControlRequest]>('abort'),
+  pause: defineUpdate<ReleaseState, [ControlRequest]>('pause'),
+  resume: defineUpdate<ReleaseState, [ControlRequest]>('resume'),
+} as const satisfies Record<ControlAction, unknown>;
+
+export const releaseQuery = defineQuery<ReleaseState>('release');

@@ -35,6 +35,7 @@ const defaults: OperatorConfig = {
   maxConcurrentWorkflowTasks: 20,
   maxCachedWorkflows: 200,
   progressRecheckSeconds: 30,
+  releasePollSeconds: 30,
   resyncSeconds: 0,
   coalesceMs: 300,
   registerSearchAttributes: true,

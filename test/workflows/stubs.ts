@@ -12,6 +12,8 @@ import { reachesCanary, sameRoute } from '../../workflows/rollout/decide.ts';
 import type { CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
+import type { AppObservation } from '../../activities/release.ts';
+import type { ReleasePlan } from '../../workflows/release/plan.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
 
 /** What a scenario's stubs answer. */
@@ -26,6 +28,8 @@ export interface Script {
   stableDoneAt?: number;
   /** The n-th reconcile pass's answer (0-based); default: a Running app without a canary. */
   reconcile?: (n: number, input: ReconcileInput) => Partial<ReconcileResult> | Error;
+  /** A Release: its plan, whether its claim is refused, and how each Application's canary goes. */
+  release?: ReleaseScript;
   /** Makes an activity fail: return an error to throw on its n-th call. */
   fail?: Partial<Record<keyof Activities, (n: number) => Error | undefined>>;
 }
@@ -38,6 +42,22 @@ export interface Call {
   at: number;
 }
 
+/** How a Release scenario goes: the plan read, a refused claim, and each Application's canary. */
+export interface ReleaseScript {
+  plan?: ReleasePlan;
+  read?: (n: number) => unknown;
+  refuse?: string;
+  /** Each Application's canary: promoted or failed after so many observations since it started (default promoted after 2); 'gone' deletes it. */
+  apps?: Record<string, { outcome: 'promote' | 'fail' | 'hang' | 'gone'; after?: number }>;
+}
+
+interface FakeApp {
+  polls: number;
+  version: string;
+  state: 'running' | 'promoted' | 'failed' | 'aborted';
+  specImage: string;
+}
+
 /** Everything one scenario's activities were asked, in order. */
 export class Recorder {
   readonly calls: Call[] = [];
@@ -46,6 +66,8 @@ export class Recorder {
   readonly violations: string[] = [];
   readonly script: Script;
   private ready = 1;
+  /** The Applications a Release started, as the scenario plays them. */
+  private readonly apps = new Map<string, FakeApp>();
   /** What the (pretend) VirtualService routes: what the rollout last set. */
   private routed: CanaryRoute | null = { weight: 0 };
 
@@ -82,6 +104,30 @@ export class Recorder {
   /** Waits until the scenario's recorded state satisfies `ok`. */
   async until(what: string, ok: (r: Recorder) => boolean, timeoutMs = 90_000): Promise<void> {
     await eventually(what, () => Promise.resolve(ok(this) ? true : undefined), { timeoutMs, intervalMs: 20 });
+  }
+
+  /** One Application as the scripted Release scenario has it now (each look moves its canary on). */
+  private observeApp(name: string): AppObservation {
+    const a = this.apps.get(name);
+    const plan = this.script.release?.apps?.[name] ?? { outcome: 'promote' };
+    if (!a) return { name, exists: true, specImage: `${name}:old`, canary: { enabled: false }, running: true, deploymentImage: `${name}:old` };
+    if (plan.outcome === 'gone' && a.polls >= (plan.after ?? 2)) return { name, exists: false, running: false };
+    if (a.state === 'running' && ++a.polls >= (plan.after ?? 2)) {
+      if (plan.outcome === 'promote') {
+        a.state = 'promoted';
+        a.specImage = `${name}:${a.version}`;
+      } else if (plan.outcome === 'fail') a.state = 'failed';
+    }
+    const phase = { running: 'Progressing', promoted: 'Promoted', failed: 'RolledBack', aborted: 'Aborted' }[a.state];
+    return {
+      name, exists: true, specImage: a.specImage, running: true, deploymentImage: a.specImage,
+      canary: { enabled: a.state === 'running', phase, version: a.version, image: `${name}:${a.version}`, message: `${phase} (scripted)`, ...(a.state === 'failed' ? { reason: 'HealthGateFailed' } : {}) },
+    };
+  }
+
+  /** The statuses a Release wrote, in order. */
+  releaseStatuses(): { phase: string; message: string; wave: number; applications: { name: string; phase: string }[] }[] {
+    return this.calls.filter((c) => c.name === 'writeReleaseStatus').map((c) => c.input['status'] as never);
   }
 
   /** The stub activities' answer to one call. */
@@ -128,6 +174,30 @@ export class Recorder {
       }
       case 'finalizeApplication':
         return { removed: ['Deployment/app'], finalizerReleased: true } satisfies FinalizeResult;
+      case 'readRelease':
+        return this.script.release?.read?.(n) ?? { outcome: 'ready', uid: 'rel-uid', generation: 1, plan: this.script.release?.plan };
+      case 'claimApplications': {
+        const refused = this.script.release?.refuse;
+        if (refused) return { ok: false, message: refused };
+        return { ok: true, apps: (input['apps'] as { name: string; canaryVersion: string }[]).map((a) => ({ name: a.name, image: `${a.name}:${a.canaryVersion}`, previousImage: `${a.name}:old` })) };
+      }
+      case 'startCanary': {
+        const app = input['app'] as string;
+        this.apps.set(app, { polls: 0, version: input['canaryVersion'] as string, state: 'running', specImage: `${app}:old` });
+        return undefined;
+      }
+      case 'observeApplications':
+        return (input['apps'] as string[]).map((name) => this.observeApp(name));
+      case 'stopCanary': {
+        const a = this.apps.get(input['app'] as string);
+        if (a && a.state === 'running') a.state = 'aborted';
+        return undefined;
+      }
+      case 'revertApplication': {
+        const a = this.apps.get(input['app'] as string);
+        if (a) a.specImage = input['previousImage'] as string;
+        return true;
+      }
       default:
         return undefined;
     }
@@ -137,6 +207,7 @@ export class Recorder {
 const activityNames: (keyof Activities)[] = [
   'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'queryMetrics', 'setCanaryRoute', 'removeCanary',
   'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus',
+  'readRelease', 'claimApplications', 'releaseClaims', 'startCanary', 'stopCanary', 'revertApplication', 'observeApplications', 'writeReleaseStatus', 'finalizeRelease',
 ];
 
 /** A non-retryable activity failure of a type, as the real activities raise them. */

@@ -1,0 +1,258 @@
+// The Release's activities: read the Release, claim its Applications (refusing conflicts), start, stop and revert
+// their canaries by changing their specs (so each Application's CR keeps saying what runs), observe them, and write
+// the Release's status. Each is idempotent; the decisions are the workflow's.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { canaryImage, parseApplication, type Application } from '../api/application.ts';
+import { API_VERSION, FINALIZER, KIND, RELEASE_ANNOTATION, isTerminal } from '../api/constants.ts';
+import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
+import { KubeError, type KubeObject } from '../kube/client.ts';
+import type { ObjectRef } from '../kube/resources.ts';
+import { kinds } from '../render/children.ts';
+import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
+import { releasePlan } from '../reconcile/release-plan.ts';
+import type { ReleasePlan } from '../workflows/release/plan.ts';
+import { workflowUiLink, type ActivityDeps } from './deps.ts';
+import { recordEvent } from './events.ts';
+
+export { RELEASE_ANNOTATION } from '../api/constants.ts';
+
+const releaseRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: API_VERSION, kind: RELEASE_KIND, namespace, name });
+const appRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace, name });
+
+type RawObject = KubeObject & {
+  metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[]; annotations?: Record<string, string> };
+  status?: { phase?: string; observedGeneration?: number; canary?: { phase?: string; version?: string; image?: string; message?: string; reason?: string } };
+};
+
+export type ReadReleaseResult =
+  | { outcome: 'gone' }
+  | { outcome: 'deleting'; uid: string }
+  | { outcome: 'invalid'; uid: string; generation: number; message: string }
+  | { outcome: 'ready'; uid: string; generation: number; plan: ReleasePlan; finishedPhase?: string };
+
+/** Reads the Release, adds our finalizer, and plans its current generation (or says why it cannot). */
+export async function readRelease(deps: ActivityDeps, input: { namespace: string; name: string }): Promise<ReadReleaseResult> {
+  const ref = releaseRef(input.namespace, input.name);
+  const raw = await deps.kube.get<RawObject>(ref);
+  if (!raw) return { outcome: 'gone' };
+  const uid = raw.metadata.uid ?? '';
+  const finalizers = raw.metadata.finalizers ?? [];
+  if (raw.metadata.deletionTimestamp) return finalizers.includes(FINALIZER) ? { outcome: 'deleting', uid } : { outcome: 'gone' };
+  if (!finalizers.includes(FINALIZER)) {
+    await deps.kube.mergePatch(ref, { metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: [...finalizers, FINALIZER] } });
+  }
+  const generation = raw.metadata.generation ?? 0;
+  const parsed = parseRelease(raw);
+  if (!parsed.ok) return { outcome: 'invalid', uid, generation, message: parsed.message };
+  // A generation already run to its end is not run again (after a restart, or a new workflow run).
+  const done = raw.status?.observedGeneration === generation && terminalReleasePhases.has(raw.status.phase ?? '') ? raw.status.phase : undefined;
+  return { outcome: 'ready', uid, generation, plan: releasePlan(parsed.release), ...(done ? { finishedPhase: done } : {}) };
+}
+
+export interface ClaimInput {
+  namespace: string;
+  release: string;
+  apps: { name: string; canaryVersion: string; image?: string }[];
+}
+
+export type ClaimResult =
+  | { ok: true; apps: { name: string; image: string; previousImage: string }[] }
+  | { ok: false; message: string };
+
+/**
+ * Claims every Application of the Release (an annotation), or none: refused, with a message, when one does not
+ * exist, runs without the mesh, belongs to another running Release, runs its own canary, or already ran this
+ * very canary. Claiming again what is already ours is a no-op, so a retried activity is harmless.
+ */
+export async function claimApplications(deps: ActivityDeps, input: ClaimInput): Promise<ClaimResult> {
+  const problems: string[] = [];
+  const found: { raw: RawObject; app: Application; image: string }[] = [];
+  for (const want of input.apps) {
+    const raw = await deps.kube.get<RawObject>(appRef(input.namespace, want.name));
+    if (!raw || raw.metadata.deletionTimestamp) {
+      problems.push(`Application ${want.name} does not exist in namespace ${input.namespace}`);
+      continue;
+    }
+    const parsed = parseApplication(raw);
+    if (!parsed.ok) {
+      problems.push(`Application ${want.name} is invalid: ${parsed.message}`);
+      continue;
+    }
+    const app = parsed.app;
+    const owner = raw.metadata.annotations?.[RELEASE_ANNOTATION];
+    if (owner && owner !== input.release && await releaseRuns(deps, input.namespace, owner)) {
+      problems.push(`Application ${want.name} is already in Release ${owner}, which is running`);
+      continue;
+    }
+    if (!app.spec.serviceMesh?.enabled) {
+      problems.push(`Application ${want.name} has serviceMesh.enabled false: a Release rolls out through canaries, which need the mesh`);
+      continue;
+    }
+    const own = app.status?.canary;
+    const canary = app.spec.serviceMesh.canary;
+    const image = canaryImage({ ...app.spec, serviceMesh: { ...app.spec.serviceMesh, canary: { ...canary!, enabled: true, canaryVersion: want.canaryVersion, ...(want.image ? { image: want.image } : { image: undefined }) } } });
+    if (owner !== input.release) {
+      if (own?.phase && !isTerminal(own.phase)) {
+        problems.push(`Application ${want.name} already runs its own canary (${own.version ?? '?'}, ${own.phase}): finish or abort it first`);
+        continue;
+      }
+      if (canary?.enabled) {
+        problems.push(`Application ${want.name} has its own canary enabled in its spec (${canary.canaryVersion ?? '?'}): disable it first`);
+        continue;
+      }
+      if (own?.version === want.canaryVersion && own.image === image && own.phase !== 'Promoted') {
+        problems.push(`Application ${want.name} already ran canary ${want.canaryVersion} (${image}), which ended ${own.phase}; a canary does not run twice: use a new canaryVersion or image`);
+        continue;
+      }
+    }
+    found.push({ raw, app, image });
+  }
+  if (problems.length) return { ok: false, message: problems.join('; ') };
+  for (const { raw } of found) {
+    if (raw.metadata.annotations?.[RELEASE_ANNOTATION] === input.release) continue;
+    // Compare-and-swap: a concurrent claim by another Release gives a 409 and the activity retries on fresh state.
+    await deps.kube.mergePatch(appRef(input.namespace, raw.metadata.name), {
+      metadata: { resourceVersion: raw.metadata.resourceVersion, annotations: { [RELEASE_ANNOTATION]: input.release } },
+    });
+  }
+  return { ok: true, apps: found.map(({ app, image }) => ({ name: app.metadata.name, image, previousImage: app.spec.image })) };
+}
+
+/** Whether a Release exists and has not finished (a claim of a finished or deleted Release is stale). */
+async function releaseRuns(deps: ActivityDeps, namespace: string, name: string): Promise<boolean> {
+  const other = await deps.kube.get<RawObject>(releaseRef(namespace, name));
+  return Boolean(other && !terminalReleasePhases.has(other.status?.phase ?? ''));
+}
+
+/** Lets go of the Release's Applications (only those it still holds). */
+export async function releaseClaims(deps: ActivityDeps, input: { namespace: string; release: string; apps: string[] }): Promise<void> {
+  for (const name of input.apps) {
+    const raw = await deps.kube.get<RawObject>(appRef(input.namespace, name));
+    if (raw?.metadata.annotations?.[RELEASE_ANNOTATION] !== input.release) continue;
+    await deps.kube.mergePatch(appRef(input.namespace, name), { metadata: { annotations: { [RELEASE_ANNOTATION]: null } } }).catch(notFoundIsDone);
+  }
+}
+
+export interface StartCanaryInput {
+  namespace: string;
+  release: string;
+  app: string;
+  canaryVersion: string;
+  image?: string;
+  steps?: unknown[];
+  analysis?: unknown;
+}
+
+/** Starts an Application's canary by writing it into the Application's spec (its workflow runs the rollout). */
+export async function startCanary(deps: ActivityDeps, input: StartCanaryInput): Promise<void> {
+  const raw = await deps.kube.get<RawObject>(appRef(input.namespace, input.app));
+  if (!raw || raw.metadata.deletionTimestamp) throw ApplicationFailure.nonRetryable(`Application ${input.app} was deleted`, 'ApplicationGone');
+  if (raw.metadata.annotations?.[RELEASE_ANNOTATION] !== input.release) {
+    throw ApplicationFailure.nonRetryable(`Application ${input.app} is no longer claimed by Release ${input.release}`, 'ReleaseConflict');
+  }
+  await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+    metadata: { resourceVersion: raw.metadata.resourceVersion },
+    spec: {
+      serviceMesh: {
+        canary: {
+          enabled: true, canaryVersion: input.canaryVersion, image: input.image ?? null,
+          ...(input.steps ? { steps: input.steps } : {}), ...(input.analysis ? { analysis: input.analysis } : {}),
+        },
+      },
+    },
+  });
+}
+
+/** Stops an Application's canary the Release started (switching it off in the spec aborts the rollout, which compensates). */
+export async function stopCanary(deps: ActivityDeps, input: { namespace: string; app: string; canaryVersion: string }): Promise<void> {
+  const raw = await deps.kube.get<RawObject & { spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input.namespace, input.app));
+  const canary = raw?.spec?.serviceMesh?.canary;
+  if (!raw || !canary?.enabled || canary.canaryVersion !== input.canaryVersion) return;
+  await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+    metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { serviceMesh: { canary: { enabled: false } } },
+  }).catch(notFoundIsDone);
+}
+
+/** Puts an Application's previous image back, unless someone changed its image since the Release promoted it. */
+export async function revertApplication(deps: ActivityDeps, input: { namespace: string; app: string; image: string; previousImage: string }): Promise<boolean> {
+  const raw = await deps.kube.get<RawObject & { spec?: { image?: string } }>(appRef(input.namespace, input.app));
+  if (!raw || raw.metadata.deletionTimestamp || raw.spec?.image !== input.image) return false;
+  await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+    metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { image: input.previousImage, serviceMesh: { canary: { enabled: false } } },
+  });
+  return true;
+}
+
+/** One Application as the Release follows it. */
+export interface AppObservation {
+  name: string;
+  exists: boolean;
+  specImage?: string;
+  canary?: { enabled: boolean; phase?: string; version?: string; image?: string; message?: string; reason?: string };
+  /** The Application is Running at its current generation and its stable Deployment runs `deploymentImage`. */
+  running: boolean;
+  deploymentImage?: string;
+}
+
+/** Reads each Application, its canary's status and its stable Deployment. */
+export async function observeApplications(deps: ActivityDeps, input: { namespace: string; apps: string[] }): Promise<AppObservation[]> {
+  return Promise.all(input.apps.map(async (name): Promise<AppObservation> => {
+    const [raw, deployment] = await Promise.all([
+      deps.kube.get<RawObject>(appRef(input.namespace, name)),
+      deps.kube.get<ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>({ ...kinds.deployment, namespace: input.namespace, name }),
+    ]);
+    if (!raw || raw.metadata.deletionTimestamp) return { name, exists: false, running: false };
+    const spec = raw['spec'] as { image?: string; serviceMesh?: { canary?: { enabled?: boolean } } } | undefined;
+    const status = raw.status;
+    const c = status?.canary;
+    const deploymentImage = deployment?.spec?.template?.spec?.containers?.[0]?.image;
+    const rolledOut = deployment ? rolloutProgress(deployment) : undefined;
+    return {
+      name, exists: true,
+      ...(spec?.image ? { specImage: spec.image } : {}),
+      canary: {
+        enabled: spec?.serviceMesh?.canary?.enabled === true,
+        ...(c?.phase ? { phase: c.phase } : {}), ...(c?.version ? { version: c.version } : {}), ...(c?.image ? { image: c.image } : {}),
+        ...(c?.message ? { message: c.message } : {}), ...(c?.reason ? { reason: c.reason } : {}),
+      },
+      running: status?.phase === 'Running' && status.observedGeneration === raw.metadata.generation && Boolean(rolledOut?.current && rolledOut.available >= rolledOut.desired),
+      ...(deploymentImage ? { deploymentImage } : {}),
+    };
+  }));
+}
+
+export interface ReleaseStatusInput {
+  namespace: string;
+  name: string;
+  status: Record<string, unknown>;
+  event?: { reason: string; message: string; type: 'Normal' | 'Warning' };
+}
+
+/** Writes the Release's status (a merge patch of what changed) and records a transition as an Event on it. */
+export async function writeReleaseStatus(deps: ActivityDeps, input: ReleaseStatusInput): Promise<void> {
+  let uid: string | undefined;
+  const workflowId = Context.current().info.workflowExecution?.workflowId ?? '';
+  const temporalUI = workflowUiLink(deps, workflowId);
+  try {
+    const patched = await deps.kube.mergePatch(releaseRef(input.namespace, input.name), {
+      status: { ...input.status, workflowId, ...(temporalUI ? { temporalUI } : {}), lastUpdateTime: new Date().toISOString() },
+    }, 'status');
+    uid = patched?.metadata.uid;
+  } catch (err) {
+    if (err instanceof KubeError && err.status === 404) return;
+    throw err;
+  }
+  if (input.event) await recordEvent(deps.kube, { namespace: input.namespace, name: input.name, kind: RELEASE_KIND, ...(uid ? { uid } : {}), ...input.event });
+}
+
+/** Releases our finalizer from a Release being deleted (once its run is compensated). */
+export async function finalizeRelease(deps: ActivityDeps, input: { namespace: string; name: string; uid: string }): Promise<void> {
+  const ref = releaseRef(input.namespace, input.name);
+  const raw = await deps.kube.get<RawObject>(ref);
+  if (!raw || raw.metadata.uid !== input.uid || !(raw.metadata.finalizers ?? []).includes(FINALIZER)) return;
+  await deps.kube.mergePatch(ref, { metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) } });
+}
+
+function notFoundIsDone(err: unknown): void {
+  if (!(err instanceof KubeError && err.status === 404)) throw err;
+}

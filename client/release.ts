@@ -1,0 +1,33 @@
+// The client side of Releases: one promote, abort, pause or resume for a whole Release, and its state.
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
+import { releaseQuery, releaseUpdates, releaseWorkflowId, type ControlAction, type ReleaseState } from '../workflows/contract.ts';
+import { requester } from './control.ts';
+
+/** Sends a control action to a Release's workflow as a validated update; returns the Release's state after it. */
+export async function controlRelease(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<ReleaseState> {
+  try {
+    return await client.workflow.getHandle(releaseWorkflowId(namespace, name)).executeUpdate(releaseUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no workflow for Release ${namespace}/${name} (is it there? kubectl -n ${namespace} get release ${name})`, { cause: err });
+    if (err instanceof WorkflowUpdateFailedError) throw new Error(`${action} rejected: ${err.cause?.message ?? err.message}`, { cause: err });
+    throw err;
+  }
+}
+
+/** A Release's state from its workflow, or null when it has none. */
+export async function releaseStatus(client: Client, namespace: string, name: string): Promise<ReleaseState | null> {
+  return client.workflow.getHandle(releaseWorkflowId(namespace, name)).query(releaseQuery).catch((err: unknown) => {
+    if (err instanceof WorkflowNotFoundError) return null;
+    throw err;
+  });
+}
+
+/** A few lines a person reads. */
+export function formatRelease(r: ReleaseState): string {
+  return [
+    `release ${r.namespace}/${r.name} — ${r.phase}${r.waves ? `, wave ${r.wave}/${r.waves}` : ''}${r.pausedByUser ? ' (paused by request)' : ''}`,
+    `  ${r.message}`,
+    ...(r.failedApplication ? [`  failed: ${r.failedApplication}`] : []),
+    ...r.applications.map((a) => `  wave ${a.wave}  ${a.name.padEnd(20)} ${a.canaryVersion.padEnd(10)} ${a.phase.padEnd(11)} ${a.message ?? ''}`),
+  ].join('\n');
+}

@@ -1,0 +1,77 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { AppObservation } from '../../activities/release.ts';
+import { parseRelease } from '../../api/release.ts';
+import { releasePlan } from '../../reconcile/release-plan.ts';
+import { appPhase, promoted, reverted, rollbackOrder, stopped, waveOutcome, type Want } from '../../workflows/release/decide.ts';
+import type { ReleaseAppState } from '../../workflows/contract.ts';
+
+const want = (name: string): Want => ({ name, canaryVersion: 'v2', image: `${name}:v2` });
+const obs = (name: string, over: Partial<AppObservation> & { phase?: string; version?: string } = {}): AppObservation => {
+  const { phase, version, ...rest } = over;
+  return {
+    name, exists: true, specImage: `${name}:old`, running: true, deploymentImage: `${name}:old`,
+    canary: { enabled: true, ...(phase ? { phase } : {}), version: version ?? 'v2', message: `${phase ?? ''} msg`, ...(phase === 'RolledBack' ? { reason: 'HealthGateFailed' } : {}) },
+    ...rest,
+  };
+};
+
+describe('waveOutcome', () => {
+  test('all promoted, specs saying the new image: promoted', () => assert.deepEqual(
+    waveOutcome([want('a'), want('b')], [obs('a', { phase: 'Promoted', specImage: 'a:v2' }), obs('b', { phase: 'Promoted', specImage: 'b:v2' })]), { kind: 'promoted' }));
+  test('one still going: running', () => assert.deepEqual(waveOutcome([want('a'), want('b')], [obs('a', { phase: 'Promoted', specImage: 'a:v2' }), obs('b', { phase: 'Paused' })]), { kind: 'running' }));
+  test('a Promoted status of another version does not count', () => assert.deepEqual(waveOutcome([want('a')], [obs('a', { phase: 'Promoted', version: 'v1', specImage: 'a:v2' })]), { kind: 'running' }));
+  test('a rolled back canary fails the wave, naming it and why', () => {
+    const out = waveOutcome([want('a'), want('b')], [obs('a', { phase: 'Paused' }), obs('b', { phase: 'RolledBack' })]);
+    assert.deepEqual(out, { kind: 'failed', app: 'b', reason: 'HealthGateFailed', message: 'canary v2 of b RolledBack: RolledBack msg' });
+  });
+  test('an aborted canary fails it too', () => assert.equal(waveOutcome([want('a')], [obs('a', { phase: 'Aborted' })]).kind, 'failed'));
+  test('a deleted Application fails it', () => assert.deepEqual(waveOutcome([want('a')], [{ name: 'a', exists: false, running: false }]),
+    { kind: 'failed', app: 'a', reason: 'ApplicationDeleted', message: 'Application a was deleted during its wave' }));
+  test('appPhase', () => {
+    assert.equal(appPhase(obs('a', { phase: 'Progressing' }), want('a')), 'Progressing');
+    assert.equal(appPhase(obs('a', { phase: 'Promoted', specImage: 'a:v2' }), want('a')), 'Promoted');
+    assert.equal(appPhase(obs('a', { phase: 'RolledBack' }), want('a')), 'Failed');
+    assert.equal(promoted(obs('a', { phase: 'Promoted' }), want('a')), false, 'not until the spec says the new image');
+  });
+});
+
+describe('rollbackOrder: what this release promoted, last wave first, last app first', () => {
+  const app = (name: string, wave: number, phase: string): ReleaseAppState => ({ name, wave, phase, canaryVersion: 'v2' });
+  test('reverse order, skipping what was not promoted', () => assert.deepEqual(
+    rollbackOrder([app('a', 1, 'Promoted'), app('b', 1, 'Promoted'), app('c', 2, 'Promoted'), app('d', 2, 'Failed'), app('e', 3, 'Waiting')]).map((a) => a.name),
+    ['c', 'b', 'a']));
+});
+
+describe('reverted and stopped', () => {
+  test('reverted once spec and Deployment run the old image and it is Running', () => {
+    assert.equal(reverted(obs('a'), 'a:old'), true);
+    assert.equal(reverted(obs('a', { deploymentImage: 'a:v2' }), 'a:old'), false);
+    assert.equal(reverted(obs('a', { running: false }), 'a:old'), false);
+    assert.equal(reverted({ name: 'a', exists: false, running: false }, 'a:old'), true);
+  });
+  test('stopped once its canary ended, or never started', () => {
+    assert.equal(stopped(obs('a', { phase: 'Aborted' }), 'v2'), true);
+    assert.equal(stopped(obs('a', { phase: 'Paused' }), 'v2'), false);
+    assert.equal(stopped(obs('a', { canary: { enabled: false } }), 'v2'), true);
+  });
+});
+
+describe('releasePlan', () => {
+  test('wave steps win over the release\'s; analysis and the pause carry over', () => {
+    const parsed = parseRelease({
+      apiVersion: 'myapp.example.com/v1', kind: 'Release', metadata: { name: 'r', namespace: 'n', generation: 4 },
+      spec: {
+        steps: [{ setWeight: 10 }], pauseBetweenWaves: {},
+        analysis: { metrics: [{ name: 'ok', template: 'request-success-rate', thresholdRange: { min: 99 } }] },
+        waves: [{ applications: [{ name: 'a', canaryVersion: 'v2' }], steps: [{ setWeight: 50 }] }, { name: 'front', applications: [{ name: 'b', canaryVersion: 'v3', image: 'b:3' }] }],
+      },
+    });
+    assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+    const plan = releasePlan(parsed.release);
+    assert.equal(plan.generation, 4);
+    assert.equal(plan.pauseBetweenWavesMs, null);
+    assert.deepEqual(plan.waves.map((w) => [w.name, w.steps?.[0]?.setWeight, w.apps]), [['wave 1', 50, [{ name: 'a', canaryVersion: 'v2' }]], ['front', 10, [{ name: 'b', canaryVersion: 'v3', image: 'b:3' }]]]);
+    assert.equal(plan.waves[1]?.analysis?.metrics[0]?.name, 'ok');
+  });
+});

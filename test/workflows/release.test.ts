@@ -1,0 +1,162 @@
+// The Release workflow's wave and compensation logic, scenario by scenario, on a real worker with scripted
+// activities (each Application's canary promotes, fails, hangs or disappears as the scenario says). Histories are
+// replayed.
+import type { WorkflowHandleWithSignaledRunId } from '@temporalio/client';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import { eventually } from '../../lib/poll.ts';
+import type { releaseWorkflow } from '../../workflows/release/workflow.ts';
+import type { ReleasePlan } from '../../workflows/release/plan.ts';
+import {
+  changedSignal, releaseQuery, releaseUpdates, releaseWorkflowId, releaseWorkflowType, type ChangeSignal, type ControlAction, type ReleaseState,
+} from '../../workflows/contract.ts';
+import { WorkflowTier, type Recorder, type ReleaseScript } from './stubs.ts';
+
+const tier = new WorkflowTier();
+
+interface Run {
+  handle: WorkflowHandleWithSignaledRunId<typeof releaseWorkflow>;
+  r: Recorder;
+}
+
+const plan = (waves: string[][], over: Partial<ReleasePlan> = {}): ReleasePlan => ({
+  generation: 1, waves: waves.map((apps, i) => ({ name: `w${i + 1}`, apps: apps.map((name) => ({ name, canaryVersion: 'v2' })) })), ...over,
+});
+
+async function start(release: ReleaseScript): Promise<Run> {
+  const { namespace, recorder } = tier.scenario({ release });
+  const handle = await tier.client.workflow.signalWithStart<typeof releaseWorkflow, [ChangeSignal]>(releaseWorkflowType, {
+    taskQueue: tier.taskQueue, workflowId: releaseWorkflowId(namespace, 'rel'), args: [{ namespace, name: 'rel', options: { pollSeconds: 0.2 } }],
+    signal: changedSignal, signalArgs: [{ reason: 'spec' }],
+  });
+  return { handle, r: recorder };
+}
+
+const state = (run: Run, ok: (s: ReleaseState) => boolean) => eventually('release state', async () => {
+  const s = await run.handle.query(releaseQuery);
+  return ok(s) ? s : undefined;
+}, { timeoutMs: 60_000, intervalMs: 50 });
+
+const control = (run: Run, action: ControlAction, by = 'tester') => run.handle.executeUpdate(releaseUpdates[action], { args: [{ by }] });
+const started = (r: Recorder) => r.calls.filter((c) => c.name === 'startCanary').map((c) => c.input['app'] as string);
+const reverted = (r: Recorder) => r.calls.filter((c) => c.name === 'revertApplication').map((c) => c.input['app'] as string);
+
+async function end(run: Run): Promise<void> {
+  await run.handle.terminate('scenario over');
+  await tier.replay(run.handle);
+}
+
+describe('release workflow', { concurrency: true }, () => {
+  before(() => tier.start());
+  after(() => tier.stop());
+
+  it('promotes the waves in order: a wave starts only when the one before is promoted', async () => {
+    const run = await start({ plan: plan([['a', 'b'], ['c']]), apps: { a: { outcome: 'promote', after: 2 }, b: { outcome: 'promote', after: 4 } } });
+    const s = await state(run, (x) => x.phase === 'Promoted');
+    assert.deepEqual(started(run.r), ['a', 'b', 'c']);
+    const cStarted = run.r.calls.find((c) => c.name === 'startCanary' && c.input['app'] === 'c')!.at;
+    const wave1Done = run.r.releaseStatuses().findIndex((st) => /wave 1 \(w1\) promoted/.test(st.message));
+    assert.ok(wave1Done >= 0, 'wave 1 promoted first');
+    assert.ok(run.r.calls.filter((c) => c.name === 'observeApplications' && c.at < cStarted).length >= 4, 'c waited for a and b');
+    assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}`), ['a:Promoted', 'b:Promoted', 'c:Promoted']);
+    assert.equal(run.r.count('releaseClaims'), 1, 'the Applications were let go');
+    assert.equal(run.r.count('revertApplication'), 0);
+    await end(run);
+  });
+
+  it('a canary failing in wave 2 stops the wave and puts wave 1 back, last first', async () => {
+    const run = await start({ plan: plan([['a', 'b'], ['c', 'd']]), apps: { c: { outcome: 'fail', after: 3 }, d: { outcome: 'hang' } } });
+    const s = await state(run, (x) => x.phase === 'RolledBack');
+    assert.equal(s.failedApplication, 'c');
+    assert.match(s.message, /rolled back: canary v2 of c RolledBack/);
+    assert.deepEqual(run.r.calls.filter((c) => c.name === 'stopCanary').map((c) => c.input['app']), ['d', 'c'], 'the rest of wave 2 stopped, and the failed canary switched off');
+    assert.deepEqual(reverted(run.r), ['b', 'a'], 'wave 1 reverted in reverse order');
+    assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}`), ['a:Reverted', 'b:Reverted', 'c:Failed', 'd:Stopped']);
+    const stop = run.r.calls.findIndex((c) => c.name === 'stopCanary');
+    const revert = run.r.calls.findIndex((c) => c.name === 'revertApplication');
+    assert.ok(stop < revert, 'the wave is stopped before the earlier waves are reverted');
+    await end(run);
+  });
+
+  it('an abort during the pause between waves puts wave 1 back; the abort answers with the state', async () => {
+    const run = await start({ plan: plan([['a'], ['b']], { pauseBetweenWavesMs: null }) });
+    await state(run, (x) => x.phase === 'Paused' && /waiting for a promote to start wave 2/.test(x.message));
+    const answer = await control(run, 'abort', 'ann');
+    assert.match(answer.message, /abort requested by ann/);
+    const s = await state(run, (x) => x.phase === 'Aborted');
+    assert.match(s.message, /aborted by ann/);
+    assert.deepEqual(reverted(run.r), ['a']);
+    assert.deepEqual(started(run.r), ['a'], 'wave 2 never started');
+    await end(run);
+  });
+
+  it('a promote starts the next wave when the release waits for one; a timed pause ends by itself', async () => {
+    const held = await start({ plan: plan([['a'], ['b']], { pauseBetweenWavesMs: null }) });
+    await state(held, (x) => x.phase === 'Paused');
+    await control(held, 'promote');
+    await state(held, (x) => x.phase === 'Promoted');
+    assert.deepEqual(started(held.r), ['a', 'b']);
+    const timed = await start({ plan: plan([['a'], ['b']], { pauseBetweenWavesMs: 300 }) });
+    await state(timed, (x) => x.phase === 'Promoted');
+    await Promise.all([end(held), end(timed)]);
+  });
+
+  it('pause holds the next wave until resumed; refused requests say why', async () => {
+    const run = await start({ plan: plan([['a'], ['b']]), apps: { a: { outcome: 'promote', after: 6 } } });
+    await state(run, (x) => x.wave === 1 && x.phase === 'Progressing');
+    await control(run, 'pause');
+    await assert.rejects(control(run, 'pause'), (e: unknown) => e instanceof WorkflowUpdateFailedError && /already paused/.test(e.cause?.message ?? ''));
+    await state(run, (x) => x.phase === 'Paused' && /paused by request before wave 2/.test(x.message));
+    assert.deepEqual(started(run.r), ['a'], 'wave 2 waits');
+    await control(run, 'resume');
+    await state(run, (x) => x.phase === 'Promoted');
+    assert.deepEqual(started(run.r), ['a', 'b']);
+    await assert.rejects(control(run, 'abort'), (e: unknown) => e instanceof WorkflowUpdateFailedError && /nothing to abort/.test(e.cause?.message ?? ''));
+    await end(run);
+  });
+
+  it('a refused claim fails the release with the reason and touches nothing', async () => {
+    const run = await start({ plan: plan([['a']]), refuse: 'Application a already runs its own canary (v7, Paused): finish or abort it first' });
+    const s = await state(run, (x) => x.phase === 'Failed');
+    assert.match(s.message, /refused: Application a already runs its own canary/);
+    assert.equal(run.r.count('startCanary'), 0);
+    await end(run);
+  });
+
+  it('an Application deleted during its wave fails the wave with a clear reason, and the earlier wave is put back', async () => {
+    const run = await start({ plan: plan([['a'], ['b']]), apps: { b: { outcome: 'gone', after: 2 } } });
+    const s = await state(run, (x) => x.phase === 'RolledBack');
+    assert.equal(s.failedApplication, 'b');
+    assert.match(s.message, /Application b was deleted during its wave/);
+    assert.deepEqual(reverted(run.r), ['a']);
+    await end(run);
+  });
+
+  it('deleting the Release mid-flight compensates first, then releases the finalizer', async () => {
+    let deleting = false;
+    const run = await start({
+      plan: plan([['a'], ['b']]), apps: { b: { outcome: 'hang' } },
+      read: () => (deleting ? { outcome: 'deleting', uid: 'rel-uid' } : { outcome: 'ready', uid: 'rel-uid', generation: 1, plan: plan([['a'], ['b']]) }),
+    });
+    await state(run, (x) => x.wave === 2);
+    deleting = true;
+    await run.handle.signal(changedSignal, { reason: 'deleted' });
+    assert.equal(await run.handle.result(), 'deleted');
+    assert.deepEqual(reverted(run.r), ['a']);
+    assert.deepEqual(run.r.calls.filter((c) => c.name === 'stopCanary').map((c) => c.input['app']), ['b']);
+    const order = run.r.names().filter((n) => n === 'revertApplication' || n === 'finalizeRelease');
+    assert.deepEqual(order, ['revertApplication', 'finalizeRelease']);
+    await tier.replay(run.handle);
+  });
+
+  it('a generation that already ran is not run again; an invalid spec is reported', async () => {
+    const done = await start({ read: () => ({ outcome: 'ready', uid: 'u', generation: 3, plan: plan([['a']], { generation: 3 }), finishedPhase: 'Promoted' }) });
+    await state(done, (x) => x.phase === 'Promoted');
+    assert.equal(done.r.count('claimApplications'), 0);
+    const invalid = await start({ read: () => ({ outcome: 'invalid', uid: 'u', generation: 1, message: 'spec.waves: should have at least 1 items' }) });
+    const s = await state(invalid, (x) => x.phase === 'Failed');
+    assert.match(s.message, /the spec is invalid: spec.waves/);
+    await Promise.all([end(done), end(invalid)]);
+  });
+});

@@ -1,0 +1,65 @@
+// A Release's decisions as pure functions: what a wave's observations say, where each Application stands, and in
+// which order a rollback goes.
+import { RolloutPhase, isTerminal } from '../../api/constants.ts';
+import { ReleaseAppPhase } from '../../api/constants.ts';
+import type { AppObservation } from '../../activities/release.ts';
+import type { ReleaseAppState } from '../contract.ts';
+
+/** What the Release wants of one Application: its canary version and the image it rolls out. */
+export interface Want {
+  name: string;
+  canaryVersion: string;
+  image: string;
+}
+
+export type WaveOutcome =
+  | { kind: 'promoted' }
+  | { kind: 'running' }
+  | { kind: 'failed'; app: string; reason: string; message: string };
+
+/** Whether an Application's canary (this version) was promoted and its spec says so. */
+export function promoted(o: AppObservation, want: Want): boolean {
+  return o.exists && o.canary?.version === want.canaryVersion && o.canary.phase === RolloutPhase.Promoted && o.specImage === want.image;
+}
+
+/** Whether an Application's canary (this version) ended without a promotion. */
+export function failed(o: AppObservation, want: Want): boolean {
+  return o.exists && o.canary?.version === want.canaryVersion && isTerminal(o.canary.phase) && o.canary.phase !== RolloutPhase.Promoted;
+}
+
+/** Where an Application of a running wave stands. */
+export function appPhase(o: AppObservation, want: Want): string {
+  if (promoted(o, want)) return ReleaseAppPhase.Promoted;
+  if (!o.exists || failed(o, want)) return ReleaseAppPhase.Failed;
+  return ReleaseAppPhase.Progressing;
+}
+
+/** A wave is promoted when all its canaries are; it fails at the first one rolled back, aborted, or deleted. */
+export function waveOutcome(wants: Want[], observations: AppObservation[]): WaveOutcome {
+  const byName = new Map(observations.map((o) => [o.name, o]));
+  for (const want of wants) {
+    const o = byName.get(want.name);
+    if (!o?.exists) return { kind: 'failed', app: want.name, reason: 'ApplicationDeleted', message: `Application ${want.name} was deleted during its wave` };
+    if (failed(o, want)) {
+      return { kind: 'failed', app: want.name, reason: o.canary?.reason ?? o.canary?.phase ?? 'CanaryFailed', message: `canary ${want.canaryVersion} of ${want.name} ${o.canary?.phase ?? 'failed'}: ${o.canary?.message ?? ''}` };
+    }
+  }
+  return wants.every((w) => promoted(byName.get(w.name)!, w)) ? { kind: 'promoted' } : { kind: 'running' };
+}
+
+/** The Applications the Release promoted, last first: the order a rollback goes in (last wave first, last app first). */
+export function rollbackOrder(apps: ReleaseAppState[]): ReleaseAppState[] {
+  return apps.map((a, i) => ({ a, i })).filter(({ a }) => a.phase === ReleaseAppPhase.Promoted).sort((x, y) => y.a.wave - x.a.wave || y.i - x.i).map(({ a }) => a);
+}
+
+/** A reverted Application is back where it was: its spec and stable Deployment run the previous image, and it is Running (or it is gone). */
+export function reverted(o: AppObservation, previousImage: string): boolean {
+  return !o.exists || (o.specImage === previousImage && o.deploymentImage === previousImage && o.running);
+}
+
+/** A canary the Release stopped has ended (or never started). */
+export function stopped(o: AppObservation, canaryVersion: string): boolean {
+  if (!o.exists) return true;
+  const ours = o.canary?.version === canaryVersion;
+  return ours ? isTerminal(o.canary?.phase) : !o.canary?.enabled;
+}

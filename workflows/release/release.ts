@@ -1,0 +1,362 @@
+// A Release as an entity: its state, the control requests it accepts, and the operations its story is told with
+// (claim, start a wave, follow it, hold between waves, and on a failure or an abort stop the wave and roll the
+// earlier ones back, last first). Decisions are the pure functions of decide.ts; the cluster is reached only
+// through activities, by changing Applications' specs.
+import { CancellationScope, condition, getExternalWorkflowHandle, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { ReleaseAppPhase, ReleasePhase, isTerminal } from '../../api/constants.ts';
+import type { Activities } from '../../activities/index.ts';
+import type { AppObservation } from '../../activities/release.ts';
+import {
+  controlSignals, rolloutWorkflowId, type ControlAction, type ControlRequest, type ReleaseAppState, type ReleaseState, type ReleaseWorkflowInput,
+} from '../contract.ts';
+import { appPhase, promoted, reverted, rollbackOrder, stopped, waveOutcome, type Want } from './decide.ts';
+import type { ReleasePlan, WavePlan } from './plan.ts';
+
+const acts = proxyActivities<Activities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s', nonRetryableErrorTypes: ['ReleaseConflict', 'ApplicationGone'] },
+});
+
+/** Why a release stops short of its end: an abort, a failed canary, a deleted Application, or the Release being deleted. */
+class Stop extends Error {
+  readonly phase: typeof ReleasePhase.Aborted | typeof ReleasePhase.RolledBack;
+  readonly app: string | undefined;
+  constructor(phase: typeof ReleasePhase.Aborted | typeof ReleasePhase.RolledBack, message: string, app?: string) {
+    super(message);
+    this.phase = phase;
+    this.app = app;
+  }
+}
+
+type EventType = 'Normal' | 'Warning';
+
+export class ReleaseEntity {
+  readonly state: ReleaseState;
+  readonly pollMs: number;
+  private abortRequest: ControlRequest | undefined;
+  private promoteRequest: ControlRequest | undefined;
+  /** Bumped by every control request and every change signal, so a waiting release wakes up and looks. */
+  private wakes = 0;
+  /** The Release changed or is being deleted (the watcher said so). */
+  private changes = 0;
+  deleting = false;
+  /** What status last said, so it is written only when it changes. */
+  private written = '';
+  /** The last control request, passed on with what it asked for to the wave's canaries. */
+  private lastRequest: ControlRequest = {};
+  /** What the release last told each running canary (promote, pause, resume), so each is told once. */
+  private told = new Map<string, 'promote' | 'pause' | 'resume'>();
+
+  constructor(input: ReleaseWorkflowInput) {
+    this.pollMs = (input.options?.pollSeconds ?? 30) * 1000;
+    this.state = {
+      namespace: input.namespace, name: input.name, phase: ReleasePhase.Pending, wave: 0, waves: 0,
+      message: 'reading the Release', pausedByUser: false, applications: [],
+    };
+  }
+
+  // ---- signals, control and the query ----
+
+  changed(reason: string): void {
+    if (reason === 'deleted') this.deleting = true;
+    this.changes++;
+    this.wakes++;
+  }
+
+  /** Throws, with the message the caller sees, when `action` cannot be taken now. */
+  validate(action: ControlAction): void {
+    const { phase, pausedByUser } = this.state;
+    const running = phase === ReleasePhase.Progressing || phase === ReleasePhase.Paused;
+    if (action === 'abort') {
+      if (!running) throw new Error(`the release is ${phase}: nothing to abort`);
+      if (this.abortRequest) throw new Error('the release is already being aborted');
+    } else if (!running) {
+      throw new Error(`the release is ${phase}`);
+    } else if (this.abortRequest) {
+      throw new Error('the release is being aborted');
+    } else if (action === 'pause' && pausedByUser) {
+      throw new Error('the release is already paused');
+    } else if (action === 'resume' && !pausedByUser && !this.waitingForPromote) {
+      throw new Error('the release is not paused');
+    }
+  }
+
+  /** Takes a validated request; control of the wave's running canaries is passed on to them. Returns the state after it. */
+  accept(action: ControlAction, request: ControlRequest = {}): ReleaseState {
+    const by = request.by ? ` by ${request.by}` : '';
+    log.info(`release ${action} requested`, { ...request });
+    if (action === 'abort') {
+      this.abortRequest = request;
+      this.state.message = `abort requested${by}${request.reason ? `: ${request.reason}` : ''}`;
+    } else if (action === 'promote') {
+      // Go on: the running canaries promote, a hold between waves ends, a pause is lifted.
+      this.promoteRequest = request;
+      this.state.pausedByUser = false;
+    } else if (action === 'pause') {
+      this.state.pausedByUser = true;
+    } else {
+      this.state.pausedByUser = false;
+    }
+    this.lastRequest = request;
+    this.wakes++;
+    return this.snapshot();
+  }
+
+  snapshot(): ReleaseState {
+    return { ...this.state, applications: this.state.applications.map((a) => ({ ...a })) };
+  }
+
+  /** Waits for the next change of the Release (a new generation, or its deletion). */
+  async waitForChange(): Promise<void> {
+    const seen = this.changes;
+    await condition(() => this.changes !== seen);
+  }
+
+  // ---- the story ----
+
+  /**
+   * Runs one generation of the Release to its end: claims the Applications, runs the waves in order, and on a
+   * failure, an abort or a deletion stops the current wave and rolls the earlier ones back, last first.
+   */
+  async run(plan: ReleasePlan): Promise<void> {
+    this.abortRequest = undefined;
+    this.promoteRequest = undefined;
+    this.state.generation = plan.generation;
+    this.state.waves = plan.waves.length;
+    this.state.wave = 0;
+    this.state.failedApplication = undefined;
+    this.state.applications = plan.waves.flatMap((w, i) => w.apps.map((a) => ({ name: a.name, wave: i + 1, phase: ReleaseAppPhase.Waiting, canaryVersion: a.canaryVersion })));
+    await this.publish(ReleasePhase.Progressing, `claiming ${this.state.applications.length} Application(s)`);
+
+    const claim = await acts.claimApplications({ namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
+    if (!claim.ok) {
+      await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
+      return;
+    }
+    for (const c of claim.apps) Object.assign(this.app(c.name), { image: c.image, previousImage: c.previousImage });
+
+    try {
+      for (const [i, wave] of plan.waves.entries()) {
+        await this.holdWhilePaused(`wave ${i + 1} (${wave.name})`);
+        this.throwIfStopped();
+        await this.startWave(i, wave);
+        await this.followWave(i, wave);
+        if (i < plan.waves.length - 1) await this.pauseBetweenWaves(i, plan.pauseBetweenWavesMs);
+      }
+      await this.letGo();
+      await this.publish(ReleasePhase.Promoted, `all ${plan.waves.length} wave(s) promoted`, { reason: 'ReleasePromoted', type: 'Normal' });
+    } catch (err) {
+      if (!(err instanceof Stop)) throw err;
+      await CancellationScope.nonCancellable(() => this.compensate(err));
+    }
+  }
+
+  private async startWave(i: number, wave: WavePlan): Promise<void> {
+    this.state.wave = i + 1;
+    this.promoteRequest = undefined;
+    this.told.clear();
+    await this.publish(ReleasePhase.Progressing, `wave ${i + 1} (${wave.name}): starting the canaries of ${wave.apps.map((a) => a.name).join(', ')}`,
+      { reason: 'ReleaseWaveStarted', type: 'Normal' });
+    for (const a of wave.apps) {
+      await acts.startCanary({
+        namespace: this.state.namespace, release: this.state.name, app: a.name, canaryVersion: a.canaryVersion,
+        ...(a.image ? { image: a.image } : {}), ...(wave.steps ? { steps: wave.steps } : {}), ...(wave.analysis ? { analysis: wave.analysis } : {}),
+      });
+      this.app(a.name).phase = ReleaseAppPhase.Progressing;
+    }
+  }
+
+  /** Follows a wave's canaries until all are promoted; a failed canary or a deleted Application stops the release. */
+  private async followWave(i: number, wave: WavePlan): Promise<void> {
+    const wants = this.wants(wave);
+    for (;;) {
+      const seen = await this.observe(wants.map((w) => w.name));
+      for (const w of wants) this.track(w, seen);
+      await this.steerCanaries(wants, seen);
+      const outcome = waveOutcome(wants, seen);
+      if (outcome.kind === 'promoted') {
+        await this.publish(ReleasePhase.Progressing, `wave ${i + 1} (${wave.name}) promoted`, { reason: 'ReleaseWavePromoted', type: 'Normal' });
+        return;
+      }
+      if (outcome.kind === 'failed') throw new Stop(ReleasePhase.RolledBack, outcome.message, outcome.app);
+      this.throwIfStopped();
+      await this.publish(this.state.pausedByUser ? ReleasePhase.Paused : ReleasePhase.Progressing, this.waveMessage(i, wave));
+      await this.nap(this.pollMs);
+    }
+  }
+
+  /** Between waves: a timed wait, a wait for a promote of the Release, or none. */
+  private async pauseBetweenWaves(i: number, ms: number | null | undefined): Promise<void> {
+    if (ms === undefined) return;
+    const next = `wave ${i + 2}`;
+    if (ms === null) {
+      this.promoteRequest = undefined;
+      await this.publish(ReleasePhase.Paused, `waiting for a promote to start ${next}`, { reason: 'ReleasePaused', type: 'Normal' });
+      await this.until(() => this.promoteRequest !== undefined);
+      return;
+    }
+    const until = Date.now() + ms;
+    await this.publish(ReleasePhase.Paused, `pausing ${Math.round(ms / 1000)} s before ${next} (a promote starts it now)`, { reason: 'ReleasePaused', type: 'Normal' });
+    await this.until(() => Date.now() >= until || this.promoteRequest !== undefined, until);
+  }
+
+  private get waitingForPromote(): boolean {
+    return this.state.phase === ReleasePhase.Paused && !this.state.pausedByUser;
+  }
+
+  /** A person's pause holds the release before its next wave. */
+  private async holdWhilePaused(what: string): Promise<void> {
+    if (!this.state.pausedByUser) return;
+    await this.publish(ReleasePhase.Paused, `paused by request before ${what}`, { reason: 'ReleasePaused', type: 'Normal' });
+    await this.until(() => !this.state.pausedByUser);
+  }
+
+  /**
+   * The saga's undo: stop the running canaries of the current wave (their rollouts compensate), then put back the
+   * previous image of every Application this release promoted, last first, each verified (its stable Deployment
+   * runs the old image again and it is Running); then let the Applications go and say what happened.
+   */
+  private async compensate(stop: Stop): Promise<void> {
+    const aborted = stop.phase === ReleasePhase.Aborted;
+    if (stop.app) {
+      this.state.failedApplication = stop.app;
+      this.app(stop.app).phase = ReleaseAppPhase.Failed;
+    }
+    await this.publish(this.state.phase, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
+      { reason: aborted ? 'ReleaseAborting' : 'ReleaseRollingBack', type: 'Warning' });
+    const running = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Progressing);
+    // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
+    const failed = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Failed);
+    for (const a of [...running, ...failed]) await acts.stopCanary({ namespace: this.state.namespace, app: a.name, canaryVersion: a.canaryVersion });
+    await this.waitFor('the stopped canaries to end', running.map((a) => a.name), (o) => {
+      const a = this.app(o.name);
+      if (!stopped(o, a.canaryVersion)) return false;
+      // One that made it to its promotion meanwhile is promoted: the rollback below puts it back too.
+      a.phase = promoted(o, { name: a.name, canaryVersion: a.canaryVersion, image: a.image ?? '' }) ? ReleaseAppPhase.Promoted : ReleaseAppPhase.Stopped;
+      return true;
+    });
+    for (const a of rollbackOrder(this.state.applications)) {
+      if (!a.image || !a.previousImage) continue;
+      await this.publish(this.state.phase, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
+      await acts.revertApplication({ namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage });
+      await this.waitFor(`${a.name} to run ${a.previousImage} again`, [a.name], (o) => reverted(o, a.previousImage!));
+      a.phase = ReleaseAppPhase.Reverted;
+      a.message = `back to ${a.previousImage}`;
+    }
+    await this.letGo();
+    const who = aborted && this.abortRequest?.by ? ` by ${this.abortRequest.by}` : '';
+    await this.publish(stop.phase, `${aborted ? `aborted${who}` : 'rolled back'}: ${stop.message}; every Application this release promoted runs its previous image again`,
+      { reason: aborted ? 'ReleaseAborted' : 'ReleaseRolledBack', type: 'Warning' });
+  }
+
+  // ---- operations ----
+
+  private app(name: string): ReleaseAppState {
+    const a = this.state.applications.find((x) => x.name === name);
+    if (!a) throw new Error(`no Application ${name} in the release`);
+    return a;
+  }
+
+  private wants(wave: WavePlan): Want[] {
+    return wave.apps.map((a) => ({ name: a.name, canaryVersion: a.canaryVersion, image: this.app(a.name).image ?? '' }));
+  }
+
+  private observe(apps: string[]): Promise<AppObservation[]> {
+    return acts.observeApplications({ namespace: this.state.namespace, apps });
+  }
+
+  /** Keeps an Application's phase and message as its canary reports them. */
+  private track(want: Want, seen: AppObservation[]): void {
+    const o = seen.find((x) => x.name === want.name);
+    if (!o) return;
+    const a = this.app(want.name);
+    a.phase = appPhase(o, want);
+    a.message = !o.exists ? 'deleted' : o.canary?.version === want.canaryVersion ? `${o.canary.phase ?? 'starting'}: ${o.canary.message ?? ''}` : 'starting its canary';
+  }
+
+  private waveMessage(i: number, wave: WavePlan): string {
+    const apps = this.state.applications.filter((a) => a.wave === i + 1);
+    const done = apps.filter((a) => a.phase === ReleaseAppPhase.Promoted).length;
+    return `wave ${i + 1} (${wave.name}): ${done}/${apps.length} promoted${this.state.pausedByUser ? ', paused by request' : ''}`;
+  }
+
+  /** Waits (durably) until every named Application satisfies `done`, looking again at every wake or poll. */
+  private async waitFor(what: string, apps: string[], done: (o: AppObservation) => boolean): Promise<void> {
+    let left = apps;
+    while (left.length) {
+      const seen = await this.observe(left);
+      left = seen.filter((o) => !done(o)).map((o) => o.name);
+      if (!left.length) return;
+      log.info(`waiting for ${what}`, { left });
+      await this.nap(Math.min(this.pollMs, 5000));
+    }
+  }
+
+  /** Waits until `ok()`, honouring an abort or a deletion, and waking at `until` when given. */
+  private async until(ok: () => boolean, until?: number): Promise<void> {
+    for (;;) {
+      this.throwIfStopped();
+      if (ok()) return;
+      const seen = this.wakes;
+      if (until === undefined) await condition(() => this.wakes !== seen || ok());
+      else await condition(() => this.wakes !== seen || ok(), Math.max(1, until - Date.now()));
+    }
+  }
+
+  /** Sleeps up to ms, woken early by any request or change. */
+  private async nap(ms: number): Promise<void> {
+    const seen = this.wakes;
+    await condition(() => this.wakes !== seen, ms);
+  }
+
+  private throwIfStopped(): void {
+    if (this.deleting) throw new Stop(ReleasePhase.Aborted, 'the Release is being deleted');
+    if (this.abortRequest) throw new Stop(ReleasePhase.Aborted, this.abortRequest.reason ?? 'aborted');
+  }
+
+  /**
+   * Tells each running canary of the wave what the release was asked (promote, pause, resume), once each, as soon
+   * as its rollout exists: a request that came before a rollout started reaches it when it does.
+   */
+  private async steerCanaries(wants: Want[], seen: AppObservation[]): Promise<void> {
+    const wanted = this.promoteRequest ? 'promote' : this.state.pausedByUser ? 'pause' : 'resume';
+    for (const want of wants) {
+      const o = seen.find((x) => x.name === want.name);
+      const rolling = o?.exists && o.canary?.version === want.canaryVersion && o.canary.phase !== undefined && !isTerminal(o.canary.phase);
+      const told = this.told.get(want.name);
+      if (!rolling || told === wanted || (wanted === 'resume' && told === undefined)) continue;
+      try {
+        await getExternalWorkflowHandle(rolloutWorkflowId(this.state.namespace, want.name)).signal(controlSignals[wanted], this.lastRequest);
+        this.told.set(want.name, wanted);
+      } catch (err) {
+        log.warn(`could not ${wanted} the canary of ${want.name}; trying again`, { err: String(err) });
+      }
+    }
+  }
+
+  private async letGo(): Promise<void> {
+    await acts.releaseClaims({ namespace: this.state.namespace, release: this.state.name, apps: this.state.applications.map((a) => a.name) });
+  }
+
+  /** Status everywhere: the Release's status (only when it changed) and an Event, the UI's current details, the log. */
+  async publish(phase: string, message: string, event?: { reason: string; type: EventType }): Promise<void> {
+    this.state.phase = phase;
+    this.state.message = message;
+    const s = this.state;
+    setCurrentDetails([
+      `**Release ${s.namespace}/${s.name}** — ${phase}`,
+      s.waves ? `wave ${s.wave}/${s.waves}` : '',
+      message,
+      ...s.applications.map((a) => `- wave ${a.wave}: ${a.name} ${a.canaryVersion}: ${a.phase}${a.message ? ` — ${a.message}` : ''}`),
+    ].filter(Boolean).join('\n\n'));
+    const status = {
+      phase, wave: s.wave, waves: s.waves, message, observedGeneration: s.generation ?? null, failedApplication: s.failedApplication ?? null,
+      applications: s.applications.map((a) => ({ ...a })),
+    };
+    const text = JSON.stringify(status);
+    if (text === this.written && !event) return;
+    log.info(`${phase}: ${message}`);
+    await acts.writeReleaseStatus({ namespace: s.namespace, name: s.name, status, ...(event ? { event: { ...event, message } } : {}) });
+    this.written = text;
+  }
+}

@@ -1,0 +1,57 @@
+import { allHandlersFinished, condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ReleasePhase } from '../../api/constants.ts';
+import type { Activities } from '../../activities/index.ts';
+import { changedSignal, controlActions, controlSignals, releaseQuery, releaseUpdates, type ReleaseWorkflowInput } from '../contract.ts';
+import { ReleaseEntity } from './release.ts';
+
+const { readRelease, finalizeRelease } = proxyActivities<Activities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+});
+
+/**
+ * One workflow per Release: reads it, runs each generation of it once (the waves, and on a failure, an abort or a
+ * deletion the rollback of the earlier waves, last first), then waits for the next change; on deletion it finishes
+ * the compensation first and then releases the Release's finalizer. docs/architecture.md tells the path.
+ */
+export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<string> {
+  const release = new ReleaseEntity(input);
+  setHandler(changedSignal, (s) => release.changed(s.reason));
+  setHandler(releaseQuery, () => release.snapshot());
+  for (const action of controlActions) {
+    setHandler(releaseUpdates[action], (r) => release.accept(action, r), { validator: (_r: unknown) => release.validate(action) });
+    setHandler(controlSignals[action], (r) => {
+      try {
+        release.validate(action);
+        release.accept(action, r);
+      } catch (err) {
+        log.warn(`ignored ${action} signal: ${(err as Error).message}`);
+      }
+    });
+  }
+
+  for (;;) {
+    const read = await readRelease({ namespace: input.namespace, name: input.name });
+    if (read.outcome === 'gone') return 'gone';
+    if (read.outcome === 'deleting') {
+      await finalizeRelease({ namespace: input.namespace, name: input.name, uid: read.uid });
+      return 'deleted';
+    }
+    if (read.outcome === 'invalid') {
+      await release.publish(ReleasePhase.Failed, `the spec is invalid: ${read.message}`, { reason: 'InvalidSpec', type: 'Warning' });
+    } else if (read.finishedPhase) {
+      // This generation already ran (before a restart or a new run of this workflow): nothing to redo.
+      release.state.phase = read.finishedPhase;
+    } else {
+      await release.run(read.plan);
+      // A deletion noticed during the run: the compensation is done, now the finalizer.
+      if (release.deleting) continue;
+    }
+    if (release.deleting) continue;
+    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= (input.options?.maxHistoryEvents ?? 2000)) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof releaseWorkflow>(input);
+    }
+    await release.waitForChange();
+  }
+}
