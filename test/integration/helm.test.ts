@@ -144,7 +144,7 @@ describe('the Helm chart', () => {
     await runHelm(['lint', '--strict', chartDir, '-f', await valuesFile('all', allValues)]);
   });
 
-  it('sets every value of values.yaml in the all-values case, so that case really covers them', async () => {
+  it('covers every value of values.yaml: the all-values case sets it, and values.schema.json describes it', async () => {
     const leaves = (v: unknown, at: string): string[] =>
       v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length > 0
         ? Object.entries(v).flatMap(([k, x]) => leaves(x, at ? `${at}.${k}` : k))
@@ -154,6 +154,26 @@ describe('the Helm chart', () => {
     // An empty map in values.yaml (nodeSelector: {}) is covered by any entry under it.
     const covered = (k: string) => set.some((x) => x === k || x.startsWith(`${k}.`));
     assert.deepEqual(leaves(defaults, '').filter((k) => !covered(k)), [], 'values.yaml has values the all-values case leaves at their default');
+    // values.schema.json describes every value, so that it can refuse the ones that are not.
+    const schema = JSON.parse(await readFile(join(chartDir, 'values.schema.json'), 'utf8')) as Json;
+    const described = (path: string) => {
+      let node: Json | undefined = schema;
+      for (const key of path.split('.')) {
+        if (node?.$ref) node = schema.definitions[String(node.$ref).split('/').at(-1)!];
+        // A free-form object (resources, affinity) describes whatever is below it.
+        if (node?.type === 'object' && !node.properties) return true;
+        node = node?.properties?.[key];
+      }
+      return node !== undefined;
+    };
+    assert.deepEqual(leaves(defaults, '').filter((k) => !described(k)), [], 'values.schema.json lacks values of values.yaml');
+  });
+
+  it('refuses a value it does not know or cannot use, and says which', async () => {
+    await assert.rejects(render(ns.name, ['--set', 'replica=3']), /additional properties 'replica' not allowed/);
+    await assert.rejects(render(ns.name, ['--set', 'temporal.adress=x:7233']), /additional properties 'adress' not allowed/);
+    await assert.rejects(render(ns.name, ['--set', 'logLevel=verbose']), /\/logLevel/);
+    await assert.rejects(render(ns.name, ['--set', 'temporal.address=temporal-frontend']), /\/temporal\/address/);
   });
 
   it('renders, at default values, the CRDs, RBAC, the Deployment and the metrics Service, which all pass the API server\'s validation', async () => {
