@@ -130,8 +130,9 @@ function readBody(req: IncomingMessage): Promise<string> {
     req.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_BODY_BYTES) {
+        // Paused, not destroyed: the 413 still has to reach the client (Connection: close ends the socket after it).
+        req.pause();
         reject(new HttpError(413, `the body is larger than ${MAX_BODY_BYTES} bytes`));
-        req.destroy();
         return;
       }
       chunks.push(chunk);
