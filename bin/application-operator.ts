@@ -5,6 +5,7 @@ import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
 import { runOperator } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
+import { codecServerConfig, runCodecServer, withCodecServerOptions } from '../operator/codec-server.ts';
 import { appStatus, control, defaultNamespace, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
 import { formatHistory, rolloutHistory } from '../client/history.ts';
 import { controlRelease, formatRelease, releaseStatus } from '../client/release.ts';
@@ -125,6 +126,14 @@ withTarget(program.command('history').description('every canary rollout of the A
     } finally {
       await connection.close();
     }
+  });
+
+withCodecServerOptions(program.command('codec-server').description('serve Temporal\'s remote codec protocol with the payload keys, so the Temporal UI and CLI can read encrypted payloads'))
+  .action(async (opts: Record<string, unknown>) => {
+    const running = await runCodecServer(codecServerConfig(opts));
+    const shutdown = () => void running.close().then(() => process.exit(0));
+    process.once('SIGTERM', shutdown);
+    process.once('SIGINT', shutdown);
   });
 
 program.parseAsync().catch((err: unknown) => {

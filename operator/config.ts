@@ -83,7 +83,12 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-renew-deadline-seconds <s>', 'the leader gives up leading when it could not renew for this long').env('LEASE_RENEW_DEADLINE_SECONDS').argParser(int).default(10))
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
     .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
-    .addOption(new Option('--payload-encryption-key-file <path>', 'AES-256-GCM keys (base64, one per line, current first) that encrypt workflow payloads; or set PAYLOAD_ENCRYPTION_KEY').env('PAYLOAD_ENCRYPTION_KEY_FILE'));
+    .addOption(payloadKeyFileOption());
+}
+
+/** The payload codec's key file option, shared by every command that encrypts or decrypts payloads. */
+export function payloadKeyFileOption(): Option {
+  return new Option('--payload-encryption-key-file <path>', 'AES-256-GCM keys (base64, one per line, current first) that encrypt workflow payloads; or set PAYLOAD_ENCRYPTION_KEY').env('PAYLOAD_ENCRYPTION_KEY_FILE');
 }
 
 /** The parsed options of a command built with withOperatorOptions. */

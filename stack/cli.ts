@@ -24,10 +24,12 @@ program.command('up')
   .option('--nodes <n>', 'number of kwok fake nodes', (v) => Number.parseInt(v, 10), 2)
   .option('--headless', 'do not serve the Temporal UI')
   .option('--pod-delay-ms <ms>', 'kwok delay per pod transition', (v) => Number.parseInt(v, 10), 300)
-  .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number }) => {
+  .option('--codec-endpoint <url>', 'point the Temporal UI at this codec server (application-operator codec-server), kept until changed; \'\' for none')
+  .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number; codecEndpoint?: string }) => {
     await buildAll();
-    const info = await up({ stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs });
-    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}\nPrometheus: ${info.prometheusUrl}`);
+    const info = await up({ stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs, ...(o.codecEndpoint !== undefined ? { codecEndpoint: o.codecEndpoint } : {}) });
+    const codec = info.codecEndpoint ? ` (codec server ${info.codecEndpoint})` : '';
+    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}${codec}\nPrometheus: ${info.prometheusUrl}`);
   });
 
 program.command('down')

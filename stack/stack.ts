@@ -51,6 +51,8 @@ export interface StackInfo {
   prometheusUrl: string;
   ports: StackPorts;
   headless: boolean;
+  /** The codec server the Temporal UI sends payloads to, if any (`up --codec-endpoint`). */
+  codecEndpoint?: string;
   servers: Record<ServerName, ServerSpec & { pid?: number }>;
 }
 
@@ -61,6 +63,11 @@ export interface UpOptions {
   headless?: boolean;
   /** kwok's delay before a pod is scheduled/ready/deleted, in ms (upstream default is 1-6 s). */
   podDelayMs?: number;
+  /**
+   * Points the Temporal UI at this codec server (e.g. `application-operator codec-server`), for payloads the operator
+   * encrypts; '' points it at none again. Left out, the stack keeps what it had (none for a new stack).
+   */
+  codecEndpoint?: string;
   print?: (line: string) => void;
 }
 
@@ -500,6 +507,7 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
     await writeKwokConfig(a, stateDir, opts.podDelayMs ?? 300);
     await saveStack(info);
   }
+  if (opts.codecEndpoint !== undefined) await pointUiAtCodecServer(info, opts.codecEndpoint, print);
   await writePrometheusConfig(stateDir, info.ports.prometheus);
   const t0 = Date.now();
   for (const name of serverNames) await startServer(info, name, print);
@@ -511,6 +519,26 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   await installCrds(info);
   print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return info;
+}
+
+/** The Temporal dev server's arguments with the UI pointed at a codec server ('' for none) instead of any earlier one. */
+export function withUiCodecEndpoint(args: string[], endpoint: string): string[] {
+  return [...args.filter((a) => !a.startsWith('--ui-codec-endpoint=')), ...(endpoint ? [`--ui-codec-endpoint=${endpoint}`] : [])];
+}
+
+/** Records the UI's codec endpoint; a running Temporal is stopped so that up() starts it again with it (same ports and database). */
+async function pointUiAtCodecServer(info: StackInfo, endpoint: string, print: (l: string) => void): Promise<void> {
+  const spec = info.servers.temporal;
+  const args = withUiCodecEndpoint(spec.args, endpoint);
+  if (args.join('\0') === spec.args.join('\0')) return;
+  spec.args = args;
+  if (endpoint) info.codecEndpoint = endpoint;
+  else delete info.codecEndpoint;
+  await saveStack(info);
+  if (isOurs(spec.pid, spec.command)) {
+    print(`  restarting temporal: the UI's codec endpoint is now ${endpoint || 'none'}`);
+    await stopServer(info, 'temporal');
+  }
 }
 
 /** A stack started before Prometheus joined it gets one, on the default port or (for a stack on free ports) a free one. */

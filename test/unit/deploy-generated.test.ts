@@ -1,0 +1,46 @@
+// One source for both ways of installing: deploy/*.yaml (kubectl apply -k deploy/) must be exactly the Helm chart
+// rendered at its default values, the kustomization must list what the chart renders, and the chart's CRDs must be
+// the repository's crds/*.yaml. A hand edit of a generated file, a template nobody wired into the kustomization, or a
+// CRD missing on either side fails here; `npm run deploy:generate` brings deploy/ back in line.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { promisify } from 'node:util';
+import { parse, parseAllDocuments } from 'yaml';
+import { chartDir, deployDir, generatedFilesOnDisk, helmBinary, renderDeployFiles } from '../../deploy/generate.ts';
+
+const exec = promisify(execFile);
+const crdsDir = join(deployDir, '..', 'crds');
+const resourcesOf = async (kustomization: string) => (parse(await readFile(kustomization, 'utf8')) as { resources: string[] }).resources;
+const docsOf = (text: string) => parseAllDocuments(text).map((d) => d.toJS() as unknown).filter((d) => d !== null);
+
+describe('deploy/ is the Helm chart at its default values', () => {
+  test('every generated file is what the chart renders now', async () => {
+    const rendered = await renderDeployFiles();
+    assert.ok(rendered.size >= 7, `the chart rendered only ${[...rendered.keys()].join(', ')}`);
+    assert.deepEqual(await generatedFilesOnDisk(), [...rendered.keys()].sort(), 'deploy/ has generated files the chart no longer renders, or lacks some: run `npm run deploy:generate`');
+    const stale: string[] = [];
+    for (const [name, content] of rendered) {
+      if ((await readFile(join(deployDir, name), 'utf8')) !== content) stale.push(name);
+    }
+    assert.deepEqual(stale, [], `deploy/ differs from the chart in ${stale.join(', ')}: edit the chart, then run \`npm run deploy:generate\``);
+  });
+
+  test('the kustomization lists the CRDs, the namespace and every generated manifest but the metrics Service', async () => {
+    const generated = await generatedFilesOnDisk();
+    // The metrics Service is opt-in for kustomize users (deploy/README.md); Helm installs it by default.
+    const expected = ['../crds', 'namespace.yaml', ...generated.filter((f) => f !== 'metrics-service.yaml')];
+    assert.deepEqual([...await resourcesOf(join(deployDir, 'kustomization.yaml'))].sort(), expected.sort());
+  });
+
+  test('the chart installs exactly the repository\'s crds/*.yaml, and so does the kustomization', async () => {
+    const files = (await readdir(crdsDir)).filter((f) => f.endsWith('.yaml')).sort();
+    assert.ok(files.length > 0, 'crds/ holds no CRD');
+    const fromRepo = (await Promise.all(files.map(async (f) => docsOf(await readFile(join(crdsDir, f), 'utf8'))))).flat();
+    const { stdout } = await exec(await helmBinary(), ['show', 'crds', chartDir], { maxBuffer: 64 << 20 });
+    assert.deepEqual(docsOf(stdout), fromRepo, 'the chart\'s crds/ is not the repository\'s crds/ (it is a symbolic link to it)');
+    assert.deepEqual([...await resourcesOf(join(crdsDir, 'Kustomization'))].sort(), files, 'crds/Kustomization must list every crds/*.yaml');
+  });
+});
