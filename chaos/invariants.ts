@@ -34,9 +34,20 @@ const STUCK_SLACK_S = 30;
 /** Reads what the invariants need; /readyz only on the final check (`final`), where the operator must be ready. */
 export async function gatherSnapshot(opts: { kube: Kube; namespace: string; operator: OperatorProcess; final: boolean }): Promise<Snapshot> {
   const { kube, namespace, operator } = opts;
-  const apps = (await kube.list<Json>({ apiVersion: API_VERSION, kind: KIND, namespace })).items;
-  const children = Object.fromEntries(await Promise.all(childKinds.map(async (k) =>
-    [k.kind, (await kube.list<Json>({ apiVersion: k.apiVersion, kind: k.kind, namespace })).items] as const)));
+  const listApps = async () => (await kube.list<Json>({ apiVersion: API_VERSION, kind: KIND, namespace })).items;
+  const versions = (items: Json[]) => items.map((a) => `${a.metadata.name}@${a.metadata.resourceVersion}`).sort().join(',');
+  // The children are read after the Applications; an Application written in between (a promotion switching its
+  // image, say) would be judged against children that already follow its newer spec. Read until the Applications
+  // are the same before and after the children, so the snapshot is one moment.
+  let apps = await listApps();
+  let children: Snapshot['children'] = {};
+  for (let attempt = 0; ; attempt++) {
+    children = Object.fromEntries(await Promise.all(childKinds.map(async (k) =>
+      [k.kind, (await kube.list<Json>({ apiVersion: k.apiVersion, kind: k.kind, namespace })).items] as const)));
+    const after = await listApps();
+    if (versions(after) === versions(apps) || attempt >= 20) break;
+    apps = after;
+  }
   const client = await withTimeout(temporalClient(), 10_000, 'temporal connect');
   const runningWorkflows: string[] = [];
   for await (const wf of client.workflow.list({ query: `TaskQueue = '${operator.taskQueue}' AND ExecutionStatus = 'Running'` })) runningWorkflows.push(wf.workflowId);

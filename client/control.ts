@@ -127,8 +127,9 @@ async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () =
     const pollers = taskQueue === undefined ? undefined : await client.workflowService.describeTaskQueue({
       namespace: client.options.namespace, taskQueue: { name: taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     }).then((r) => r.pollers ?? [], () => undefined);
-    // gRPC DEADLINE_EXCEEDED: nobody took the query in time, whatever the server remembers of earlier pollers.
-    const timedOut = (err as { cause?: { code?: number } }).cause?.code === 4 || (err as { code?: number }).code === 4;
+    // Nobody took the query in time, whatever the server remembers of earlier pollers. The client's deadline ends the
+    // call as CANCELLED (the SDK cancels it), a server-side one as DEADLINE_EXCEEDED.
+    const timedOut = grpcCodes(err).some((c) => c === grpcCancelled || c === grpcDeadlineExceeded);
     if (pollers?.length === 0 || timedOut) {
       const seen = pollers?.map((p) => p.lastAccessTime?.seconds).filter((t) => t !== undefined && t !== null).map(Number).sort().at(-1);
       const what = pollers?.length === 0 ? `no worker is polling task queue "${taskQueue}"`
@@ -136,8 +137,31 @@ async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () =
       throw new Error(`${what}, so the workflow ${handle.workflowId} cannot answer: is the operator running? `
         + 'Check its pods (kubectl -n <operator namespace> get pods), its log, and its /readyz; the Temporal address and namespace it uses must match this command\'s.', { cause: err });
     }
-    throw new Error(`the workflow ${handle.workflowId} did not answer: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    throw new Error(`the workflow ${handle.workflowId} did not answer: ${causeMessages(err)}`, { cause: err });
   }
+}
+
+const grpcCancelled = 1;
+const grpcDeadlineExceeded = 4;
+
+/** The gRPC status codes anywhere in an error's cause chain (the SDK wraps the transport's error once or twice). */
+function grpcCodes(err: unknown): number[] {
+  const codes: number[] = [];
+  for (let e: unknown = err, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'number') codes.push(code);
+  }
+  return codes;
+}
+
+/** "outer: inner: innermost", so a wrapped error still says what happened. */
+function causeMessages(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const m = e instanceof Error ? e.message : String(e);
+    if (m && !parts.includes(m)) parts.push(m);
+  }
+  return parts.join(': ');
 }
 
 /** A few lines a person reads; the time left in a pause is computed from its end, now. */

@@ -38,7 +38,7 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 const stepNames = [
   'ready', 'leader', 'apps Running', 'event', 'prune', 'delete',
   ...children.map((c) => `drift ${c.kind}`),
-  'image', 'canary', 'promote', 'finalize',
+  'image', 'canary', 'promote', 'release', 'finalize',
 ] as const;
 type Step = (typeof stepNames)[number];
 
@@ -48,6 +48,7 @@ const prerequisites = (s: Step): Step[] => {
   if (s === 'leader') return ['ready'];
   if (s === 'apps Running') return ['ready', 'leader'];
   if (s === 'promote' || s === 'finalize') return ['ready', 'leader', 'apps Running', 'canary'];
+  if (s === 'release') return ['ready', 'leader', 'apps Running', 'canary', 'promote'];
   return ['ready', 'leader', 'apps Running'];
 };
 
@@ -68,6 +69,9 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // Read by every reconcile, watched by the watcher, patched to add and release the finalizer.
   'myapp.example.com/applications': { get: ['apps Running'], list: ['ready', 'apps Running'], watch: ['ready', 'apps Running'], patch: ['apps Running'] },
   'myapp.example.com/applications/status': { patch: ['apps Running'] },
+  // A Release is read and given its finalizer (get, patch) and writes its status; the watcher lists and watches them.
+  'myapp.example.com/releases': { get: ['release'], list: ['ready', 'release'], watch: ['ready', 'release'], patch: ['release'] },
+  'myapp.example.com/releases/status': { patch: ['release'] },
   ...Object.fromEntries(children.map((k) => [`${groupOf(k.apiVersion)}/${k.plural}`, child(k)])),
   'core/pods': { list: ['canary'] },
   'events.k8s.io/events': { create: ['event'] },
@@ -75,7 +79,7 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
 };
 
 /** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
-const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'canary': 30_000 };
+const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'canary': 30_000, 'release': 30_000 };
 const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
 const PASS_MS = 60_000;
 
@@ -248,6 +252,13 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         }, t);
       },
       'promote': (t) => until('canary promoted and removed', async () => (await getApp(n, 'full'))?.status?.canary?.phase === 'Promoted' && (await getDeployment(n, 'full-canary')) === null, t),
+      'release': async (t) => {
+        await applyAsUser({
+          apiVersion: 'myapp.example.com/v1', kind: 'Release', metadata: { name: 'rel', namespace: n },
+          spec: { steps: [{ setWeight: 50 }, { pause: { duration: '1s' } }], waves: [{ applications: [{ name: 'full', canaryVersion: 'v3' }] }] },
+        });
+        await until('the release promoted', async () => (await getObject('myapp.example.com/v1', 'Release', n, 'rel'))?.status?.phase === 'Promoted', t);
+      },
       'finalize': async (t) => {
         await api.delete(appRef(n, 'full'));
         await until('full deleted', async () => (await getApp(n, 'full')) === null, t);

@@ -35,7 +35,7 @@ async function stateUntil(handle: WorkflowHandle, ok: (s: ApplicationState) => b
   return eventually('application state', async () => {
     const s = await handle.query(stateQuery);
     return ok(s) ? s : undefined;
-  }, { timeoutMs: 10_000, intervalMs: 50 });
+  }, { timeoutMs: 60_000, intervalMs: 50 });
 }
 
 const change = (run: AppRun) => run.handle.signal(changedSignal, { reason: 'spec' });

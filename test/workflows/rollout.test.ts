@@ -7,6 +7,7 @@ import { FailureType } from '../../api/constants.ts';
 import { controlSignals, controlUpdates, recheckSignal, rolloutQuery, rolloutWorkflowType, type ControlAction, type RolloutResult } from '../../workflows/contract.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
 import type { AnalysisMetric, PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import { eventually } from '../../lib/poll.ts';
 import { WorkflowTier, failure, gates, plan, sleep, type Recorder, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
@@ -110,10 +111,13 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 400 }, { kind: 'weight', weight: 50 }] }));
     await run.r.until('in the timed pause', paused);
     await control(run, 'pause');
-    await sleep(1000);
-    const held = await run.handle.query(rolloutQuery);
-    assert.equal(held?.pausedByUser, true);
-    assert.equal(held?.phase, 'Paused');
+    // The 400 ms timer ends; the rollout then holds instead of taking the next step.
+    const held = await eventually('held after the timer', async () => {
+      const st = await run.handle.query(rolloutQuery);
+      return st?.phase === 'Paused' && !st.pauseEndsAt ? st : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 50 });
+    assert.equal(held.pausedByUser, true);
+    await sleep(500);
     assert.deepEqual(run.r.weights(), [10], 'no step after the timed pause ran while paused');
     await control(run, 'resume');
     assert.equal((await finish(run)).phase, 'Promoted');
@@ -253,7 +257,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     await run.r.until('paused', paused);
     const checks = run.r.count('observeCanary');
     await run.handle.signal(recheckSignal, { object: 'VirtualService/app' });
-    await run.r.until('checked again', (r) => r.count('observeCanary') === checks + 1, 10_000);
+    await run.r.until('checked again', (r) => r.count('observeCanary') === checks + 1);
     await control(run, 'abort');
     assert.equal((await finish(run)).phase, 'Aborted');
   });
