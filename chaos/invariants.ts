@@ -40,7 +40,7 @@ export async function gatherSnapshot(opts: { kube: Kube; namespace: string; oper
   // image, say) would be judged against children that already follow its newer spec. Read until the Applications
   // are the same before and after the children, so the snapshot is one moment.
   let apps = await listApps();
-  let children: Snapshot['children'] = {};
+  let children: Snapshot['children'];
   for (let attempt = 0; ; attempt++) {
     children = Object.fromEntries(await Promise.all(childKinds.map(async (k) =>
       [k.kind, (await kube.list<Json>({ apiVersion: k.apiVersion, kind: k.kind, namespace })).items] as const)));

@@ -158,7 +158,7 @@ function grpcCodes(err: unknown): number[] {
 function causeMessages(err: unknown): string {
   const parts: string[] = [];
   for (let e: unknown = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    const m = e instanceof Error ? e.message : String(e);
+    const m = e instanceof Error ? e.message : JSON.stringify(e);
     if (m && !parts.includes(m)) parts.push(m);
   }
   return parts.join(': ');
