@@ -1,6 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
-import { request as httpsRequest, type RequestOptions } from 'node:https';
-import { request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
 import { collectionPath, objectPath, type CollectionRef, type ObjectRef } from './resources.ts';
 
 /** An error answered by the API server, with its Status reason. */
@@ -39,6 +39,35 @@ export interface KubeList<T> {
   metadata: { resourceVersion: string };
 }
 
+interface RequestOpts {
+  body?: unknown;
+  contentType?: string;
+  query?: Record<string, string>;
+  allowNotFound?: boolean;
+  timeoutMs?: number;
+}
+
+type TlsMaterial = Pick<RequestOptions, 'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'servername' | 'rejectUnauthorized'>;
+
+interface Transport {
+  agent: HttpsAgent | HttpAgent;
+  tls: TlsMaterial;
+  headers: Record<string, string>;
+  auth?: string;
+}
+
+/** How long resolved credentials are reused before the kubeconfig is asked again (client-go re-reads token files every minute). */
+const CREDENTIALS_TTL_MS = 60_000;
+
+function sameTls(a: TlsMaterial, b: TlsMaterial): boolean {
+  const same = (x: unknown, y: unknown) => (Buffer.isBuffer(x) && Buffer.isBuffer(y) ? x.equals(y) : JSON.stringify(x) === JSON.stringify(y));
+  return (Object.keys({ ...a, ...b }) as (keyof TlsMaterial)[]).every((k) => same(a[k], b[k]));
+}
+
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
+
 const contentTypes = {
   apply: 'application/apply-patch+yaml',
   merge: 'application/merge-patch+json',
@@ -52,7 +81,8 @@ const contentTypes = {
 export class Kube {
   private readonly kc: KubeConfig;
   private readonly server: URL;
-  private opts: RequestOptions | undefined;
+  private transport: Promise<Transport> | undefined;
+  private expiresAt = 0;
 
   constructor(kc: KubeConfig) {
     this.kc = kc;
@@ -61,29 +91,60 @@ export class Kube {
     this.server = new URL(cluster.server);
   }
 
-  private async requestOptions(): Promise<RequestOptions> {
-    // Exec and token credentials can rotate, so only the agent (TLS material) is cached.
+  /**
+   * The connection pool and credentials, resolved once and reused: resolving them costs more than a request, and a
+   * fresh TLS handshake per request (client-node's agent does not keep connections alive) costs the API server
+   * more still. Resolved again after CREDENTIALS_TTL_MS, as client-go re-reads a token file, or at once after a 401
+   * (exec plugins and token files rotate).
+   */
+  private credentials(refresh = false): Promise<Transport> {
+    if (!this.transport || refresh || performance.now() >= this.expiresAt) {
+      this.expiresAt = performance.now() + CREDENTIALS_TTL_MS;
+      this.transport = this.resolve(this.transport).catch((err: unknown) => {
+        this.expiresAt = 0;
+        throw err;
+      });
+    }
+    return this.transport;
+  }
+
+  private async resolve(current: Promise<Transport> | undefined): Promise<Transport> {
     const opts: RequestOptions = {};
     await this.kc.applyToHTTPSOptions(opts);
-    if (this.opts?.agent) opts.agent = this.opts.agent;
-    this.opts = opts;
-    return opts;
+    const tls: TlsMaterial = { ca: opts.ca, cert: opts.cert, key: opts.key, pfx: opts.pfx, passphrase: opts.passphrase, servername: opts.servername, rejectUnauthorized: opts.rejectUnauthorized };
+    const previous = await current?.catch(() => undefined);
+    // Keep the pool (and its open connections) unless the TLS material itself changed.
+    const agent = previous && sameTls(previous.tls, tls) ? previous.agent
+      : this.server.protocol === 'http:' ? new HttpAgent({ keepAlive: true }) : new HttpsAgent({ keepAlive: true, ...definedOnly(tls) });
+    if (previous && previous.agent !== agent) previous.agent.destroy();
+    const headers = Object.fromEntries(Object.entries(opts.headers ?? {}).map(([k, v]) => [k, String(v)]));
+    return { agent, tls, headers, ...(opts.auth ? { auth: opts.auth } : {}) };
   }
 
   /** Sends one request; resolves to the parsed body, or null for 404 when allowNotFound. */
-  async request<T>(method: string, path: string, opts: { body?: unknown; contentType?: string; query?: Record<string, string>; allowNotFound?: boolean; timeoutMs?: number } = {}): Promise<T | null> {
-    const base = await this.requestOptions();
+  async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T | null> {
+    try {
+      return await this.send<T>(await this.credentials(), method, path, opts);
+    } catch (err) {
+      // Rotated credentials: resolve them again and try once more.
+      if (!(err instanceof KubeError && err.status === 401)) throw err;
+      return this.send<T>(await this.credentials(true), method, path, opts);
+    }
+  }
+
+  private send<T>(t: Transport, method: string, path: string, opts: RequestOpts): Promise<T | null> {
     const url = new URL(path, this.server);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
     return new Promise<T | null>((resolve, reject) => {
       const req = send(url, {
-        ...base,
+        agent: t.agent,
         method,
         timeout: opts.timeoutMs ?? 30_000,
+        ...(t.auth ? { auth: t.auth } : {}),
         headers: {
-          ...(base.headers ?? {}),
+          ...t.headers,
           Accept: 'application/json',
           ...(payload !== undefined ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}),
         },
