@@ -1,6 +1,6 @@
 import { ApplicationFailure, heartbeat } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
+import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { childRef, finalizeOrder, kinds } from '../render/children.ts';
@@ -61,6 +61,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
 
   const applied: string[] = [];
   const removed: string[] = [];
+  /** What server-side apply answered, by Kind/name: the children as they are now, so status needs no second read. */
+  const answered = new Map<string, KubeObject>();
+  let event: Promise<void> | undefined;
   if (input.apply) {
     const desired = renderChildren(app);
     // During a rollout the children the table marks rolloutOwned belong to the rollout workflow.
@@ -69,12 +72,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
     try {
-      if (specChanged) {
-        for (const obj of apply) await kube.apply(obj, { fieldManager: FIELD_MANAGER, dryRun: true });
-      }
+      if (specChanged) await dryRunAfterFirst(deps, apply);
       for (const obj of apply) {
         heartbeat(describeRef(obj));
-        await kube.apply(obj, { fieldManager: FIELD_MANAGER });
+        answered.set(describeRef(obj), await kube.apply(obj, { fieldManager: FIELD_MANAGER }));
         applied.push(describeRef(obj));
       }
     } catch (err) {
@@ -83,7 +84,8 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
         ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
     }
     if (specChanged) {
-      await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: Reason.ChildrenApplied, message: `generation ${generation}: applied ${applied.join(', ')}` });
+      // Recorded while status is derived and written (an Event is best effort and never fails the pass).
+      event = recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: Reason.ChildrenApplied, message: `generation ${generation}: applied ${applied.join(', ')}` });
     }
     // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create).
     const firstPass = raw.status?.observedGeneration === undefined;
@@ -95,9 +97,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     }
   }
 
-  const observed = await observe(deps, app);
+  const observed = await observe(deps, app, answered);
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
   const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app));
+  await event;
   const plan = rolloutPlan(app);
   const last = app.status?.canary;
   return {
@@ -126,13 +129,30 @@ async function reportFailure(deps: ActivityDeps, raw: RawApplication, input: Rec
   throw error;
 }
 
-async function observe(deps: ActivityDeps, app: Application): Promise<Observed> {
+/**
+ * Dry-runs every child but the first, all at once, before anything is applied: with the first child's real apply
+ * next, a rejection anywhere still leaves nothing of this spec applied (a first apply the server rejects changes
+ * nothing), at one dry-run less per change and one round trip for the rest. The first rejection in apply order is
+ * the one reported.
+ */
+async function dryRunAfterFirst(deps: ActivityDeps, apply: KubeObject[]): Promise<void> {
+  const results = await Promise.allSettled(apply.slice(1).map((obj) => deps.kube.apply(obj, { fieldManager: FIELD_MANAGER, dryRun: true })));
+  const rejected = results.find((r) => r.status === 'rejected');
+  if (rejected) throw rejected.reason;
+}
+
+/**
+ * The Deployment and Service that status is derived from: as server-side apply answered them in this pass, else
+ * read. Applied objects are what a read right after would return (the controllers have not acted yet either way).
+ */
+async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyMap<string, KubeObject>): Promise<Observed> {
   const ns = app.metadata.namespace ?? '';
-  const ref = (k: { apiVersion: string; kind: string }) => ({ apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name: app.metadata.name });
-  const [deployment, service] = await Promise.all([
-    deps.kube.get<ObservedDeployment>(ref(kinds.deployment)),
-    deps.kube.get<ObservedService>(ref(kinds.service)),
-  ]);
+  const name = childName(app);
+  const read = <T>(k: { apiVersion: string; kind: string }): Promise<T | null> => {
+    const applied = answered.get(describeRef({ kind: k.kind, name }));
+    return applied ? Promise.resolve(applied as unknown as T) : deps.kube.get<T>({ apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name });
+  };
+  const [deployment, service] = await Promise.all([read<ObservedDeployment>(kinds.deployment), read<ObservedService>(kinds.service)]);
   if (!needsPods(deployment)) return { deployment, service };
   // Best effort: only to say why pods are not available; status without it is still right.
   const pods = await deps.kube.list<ObservedPod>({ apiVersion: 'v1', kind: 'Pod', namespace: ns }, `${LABEL_NAME}=${app.metadata.name},${LABEL_VERSION}=${STABLE_VERSION}`)

@@ -110,11 +110,16 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   return { phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated${why}` };
 }
 
-/** Whether some stable pods are not available (then the pods are read, to say why). */
+/**
+ * Whether the stable pods are worth reading to say why some are not available: only once the Deployment controller
+ * has created pods for this generation (before that there is nothing to explain, and a first pass would list pods
+ * that cannot exist yet) and some of them are not available.
+ */
 export function needsPods(d: ObservedDeployment | null): boolean {
   if (!d?.status) return false;
   const { desired, available, current } = rolloutProgress(d);
-  return !(current && available >= desired);
+  const created = (d.status.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && (d.status.replicas ?? 0) > 0;
+  return created && !(current && available >= desired);
 }
 
 /** The Autoscaled condition: whether the HPA, not spec.replicas, sets the replica count (kubectl scale then does nothing). */
@@ -143,6 +148,21 @@ export function rolloutProgress(d: ObservedDeployment): { desired: number; updat
 export function deploymentRolledOut(d: ObservedDeployment): boolean {
   const p = rolloutProgress(d);
   return p.current && p.available >= p.desired;
+}
+
+/**
+ * What of a Deployment's status decides its Application's phase: the phase and the desired, ready and available
+ * counts. The watcher wakes the workflow only when this changes, not on every status write of the Deployment
+ * controller (2-3 per rollout). Empty while there is nothing to report yet (Pending, nothing ready): the pass that
+ * applied the Deployment already said so, and a pod that cannot start is explained by the timed re-check of an app
+ * that is still progressing.
+ */
+export function deploymentSignature(d: ObservedDeployment): string {
+  const { phase } = decidePhase({ metadata: { name: '' } }, { deployment: d, service: null }, null);
+  const { desired, available } = rolloutProgress(d);
+  const ready = d.status?.readyReplicas ?? 0;
+  if (phase === Phase.Pending && ready === 0 && available === 0) return '';
+  return JSON.stringify([phase, desired, ready, available]);
 }
 
 /** Endpoints a user can reach the app at, from the Service. */

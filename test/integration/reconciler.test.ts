@@ -136,6 +136,17 @@ describe('reconciler', () => {
     await waitForPhase(ns.name, 'rejected', 'Running');
   });
 
+  it('a rejected child after the first leaves nothing applied, not even the first (the children after it are dry-run first)', async () => {
+    // The PVC comes first in apply order, the Deployment the API server refuses second.
+    await apply(appManifest(ns.name, 'rejected-second', {
+      image: 'nginx:1.25', storage: { size: '1Gi' }, env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'spec.bogus' } } }],
+    }));
+    const app = await waitForPhase(ns.name, 'rejected-second', 'Failed');
+    assert.equal(app.status.conditions.find((c: Json) => c.type === 'Degraded')?.reason, 'ApplyFailed');
+    assert.equal(await getObject('v1', 'PersistentVolumeClaim', ns.name, 'rejected-second'), null, 'nothing half-applied');
+    assert.equal(await getDeployment(ns.name, 'rejected-second'), null, 'nothing half-applied');
+  });
+
   it('on delete removes the children, releases the finalizer and completes the workflow; recreate works', async () => {
     await apply(appManifest(ns.name, 'gone', { image: 'nginx:1.25', serviceMesh: { enabled: true } }));
     const first = await waitForPhase(ns.name, 'gone', 'Running');

@@ -6,6 +6,7 @@ import {
   canaryCondition,
   decideConditions,
   decidePhase,
+  deploymentSignature,
   desiredStatus,
   endpointsOf,
   needsPods,
@@ -407,6 +408,13 @@ describe('status says why pods do not run, and who owns the replica count', () =
     assert.equal(needsPods(null), false);
   });
 
+  test('pods are not read before the Deployment controller created any (a first pass lists nothing that can exist)', () => {
+    assert.equal(needsPods({ metadata: { generation: 1 }, spec: { replicas: 1 }, status: {} }), false);
+    assert.equal(needsPods(deployment({ observedGeneration: 1, replicas: 0, available: 0, ready: 0, updated: 0 })), false);
+    assert.equal(needsPods(deployment({ replicas: 0, available: 0, ready: 0, updated: 0 })), false);
+    assert.equal(needsPods(deployment({ replicas: 3, available: 0, ready: 0 })), true);
+  });
+
   test('Autoscaled says who sets the count', () => {
     assert.deepEqual(autoscaledCondition({ specReplicas: 3, hpa: { min: 2, max: 10 } }, 4), {
       type: 'Autoscaled', status: 'True', reason: 'HorizontalPodAutoscaler', observedGeneration: 4,
@@ -513,5 +521,26 @@ describe('decidePhase with a Deployment that cannot create pods', () => {
     assert.equal(got.phase, 'Failed');
     assert.equal(got.reason, 'ReplicaFailure');
     assert.match(got.message, /whitespace/);
+  });
+});
+
+describe('deploymentSignature: the watcher wakes the workflow only when it changes', () => {
+  const created: ObservedDeployment = { metadata: { generation: 1 }, spec: { replicas: 2 }, status: {} };
+  const podsCreated = deployment({ desired: 2, generation: 1, observedGeneration: 1, replicas: 2, updated: 2, ready: 0, available: 0 });
+  const oneReady = deployment({ desired: 2, generation: 1, observedGeneration: 1, replicas: 2, updated: 2, ready: 1, available: 1 });
+  const running = deployment({ desired: 2, generation: 1, observedGeneration: 1, replicas: 2, updated: 2, ready: 2, available: 2 });
+  const cases: { name: string; d: ObservedDeployment; signature: string }[] = [
+    { name: 'just created, no status yet: nothing to report', d: { metadata: { generation: 1 }, spec: { replicas: 2 } }, signature: '' },
+    { name: 'just created, empty status: nothing to report', d: created, signature: '' },
+    { name: 'pods created, none ready: nothing to report', d: podsCreated, signature: '' },
+    { name: 'one of two available', d: oneReady, signature: '["Updating",2,1,1]' },
+    { name: 'all available', d: running, signature: '["Running",2,2,2]' },
+    { name: 'cannot create pods', d: { ...podsCreated, status: { ...podsCreated.status, conditions: [{ type: 'ReplicaFailure', status: 'True', message: 'quota' }] } }, signature: '["Failed",2,0,0]' },
+  ];
+  for (const c of cases) test(c.name, () => assert.equal(deploymentSignature(c.d), c.signature));
+
+  test('status writes that change neither phase nor counts do not change it', () => {
+    const touched = { ...running, status: { ...running.status, conditions: [{ type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: 'ReplicaSet "x" has successfully progressed.' }] } };
+    assert.equal(deploymentSignature(touched), deploymentSignature(running));
   });
 });
