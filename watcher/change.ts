@@ -9,7 +9,7 @@ export interface Observation {
   kind: string;
   generation: number | undefined;
   deleting: boolean;
-  /** The object's status, serialized: only a Deployment's status decides the Application's phase. */
+  /** What of the object's status matters, serialized ('' for nothing): of a Deployment, what decides the Application's phase. */
   status: string;
   /** The Application carries our finalizer (so its workflow, not the watcher, sees its deletion through). */
   finalizer: boolean;
@@ -40,8 +40,9 @@ export function changeReason(before: Observation | undefined, after: Observation
     if (after.generation !== before.generation) return 'child';
     return deployment && after.status !== before.status ? 'child-status' : null;
   }
-  // A relist (after a 410) can show a Deployment whose status moved while we were not watching.
-  if (event.type === 'add' && !before && !event.initialSync && deployment && after.status !== 'null') return 'child-status';
+  // A relist (after a 410) can show a Deployment whose status moved while we were not watching; one we just created
+  // has nothing to report yet.
+  if (event.type === 'add' && !before && !event.initialSync && deployment && after.status !== '') return 'child-status';
   return null;
 }
 

@@ -4,7 +4,8 @@ import { API_VERSION, FINALIZER, KIND, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANN
 import { Kube } from '../kube/client.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
-import { childKinds } from '../render/children.ts';
+import { childKinds, kinds } from '../render/children.ts';
+import { deploymentSignature, type ObservedDeployment } from '../reconcile/status.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
 import {
@@ -277,11 +278,13 @@ function observe(kind: string, obj: Obj): Observation {
 }
 
 /**
- * What of an object's status the watcher compares: a child's whole status; for an Application in a Release, what
- * its rollout says (the Release follows it); nothing for the rest (our own status writes wake nobody).
+ * What of an object's status the watcher compares: of a Deployment, what decides the Application's phase; for an
+ * Application in a Release, what its rollout says (the Release follows it); nothing for the rest (our own status
+ * writes wake nobody, and no other child's status decides anything).
  */
 function statusOf(kind: string, obj: Obj): string {
-  if (kind !== KIND) return kind === RELEASE_KIND ? '' : JSON.stringify(obj.status ?? null);
+  if (kind === kinds.deployment.kind) return deploymentSignature(obj as unknown as ObservedDeployment);
+  if (kind !== KIND) return '';
   if (!obj.metadata?.annotations?.[RELEASE_ANNOTATION]) return '';
   const s = obj.status as { phase?: string; canary?: { phase?: string; version?: string; step?: number } } | undefined;
   return JSON.stringify([s?.phase, s?.canary?.phase, s?.canary?.version, s?.canary?.step]);

@@ -22,7 +22,7 @@ describe('changeReason', () => {
     { name: "another kind's status: nothing", before: child('HorizontalPodAutoscaler'), after: child('HorizontalPodAutoscaler', { status: '{"x":2}' }), event: ev('update'), reason: null },
     { name: 'a Deployment unchanged: nothing', before: child('Deployment'), after: child('Deployment'), event: ev('update'), reason: null },
     { name: 'a Deployment seen again on a relist: child-status', before: undefined, after: child('Deployment'), event: ev('add'), reason: 'child-status' },
-    { name: 'a Deployment without status on a relist: nothing', before: undefined, after: child('Deployment', { status: 'null' }), event: ev('add'), reason: null },
+    { name: 'a Deployment with nothing to report yet (just created): nothing', before: undefined, after: child('Deployment', { status: '' }), event: ev('add'), reason: null },
     { name: 'a Service added: nothing (our own apply)', before: undefined, after: child('Service'), event: ev('add'), reason: null },
     { name: 'children listed during the first sync: nothing', before: undefined, after: child('Deployment'), event: ev('add', true), reason: null },
   ];
