@@ -1,4 +1,4 @@
-import { ApplicationFailure, heartbeat } from '@temporalio/activity';
+import { ApplicationFailure, Context } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
 import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
@@ -17,6 +17,12 @@ type RawApplication = KubeObject & {
 };
 
 const appRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace, name });
+
+/** Heartbeats what the pass is at; a pass run as a local activity has no heartbeat (its workflow task times out instead). */
+function progress(what: string): void {
+  const ctx = Context.current();
+  if (!ctx.info.isLocal) ctx.heartbeat(what);
+}
 
 const describeRef = (o: { kind: string; metadata?: { name: string }; name?: string }) => `${o.kind}/${o.metadata?.name ?? o.name ?? ''}`;
 
@@ -74,7 +80,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     try {
       if (specChanged) await dryRunAfterFirst(deps, apply);
       for (const obj of apply) {
-        heartbeat(describeRef(obj));
+        progress(describeRef(obj));
         answered.set(describeRef(obj), await kube.apply(obj, { fieldManager: FIELD_MANAGER }));
         applied.push(describeRef(obj));
       }
@@ -210,7 +216,7 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
   const removed: string[] = [];
   for (const child of finalizeOrder) {
     const ref = childRef(child, ns, input.name);
-    heartbeat(describeRef(ref));
+    progress(describeRef(ref));
     try {
       if (await kube.delete(ref)) removed.push(describeRef(ref));
     } catch (err) {

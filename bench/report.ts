@@ -64,7 +64,7 @@ export const definitions: Record<string, string> = {
   latency: 'per app: from the create request being answered to the first poll (Applications, Deployments and Services listed every 500 ms) that sees status.observedGeneration == metadata.generation, phase Running, and the Deployment and Service present',
   makespan: 'from the first create request to the last app converged',
   floor: 'the same N apps created without an operator, read back, rendered with renderChildren and server-side applied at the operator\'s concurrency, until every Deployment is available; no Temporal, no status writes',
-  temporalActions: 'workflow starts + signals + activities scheduled + timers started (counted from histories; extrapolated from a sample when the run has more executions than --history-sample)',
+  temporalActions: 'workflow starts + signals + activities scheduled + local activities (markers) + timers started (counted from histories; extrapolated from a sample when the run has more executions than --history-sample)',
   idleWrites: 'POST/PUT/PATCH/APPLY/DELETE requests made by the operator processes (client-side probe) in the idle window',
   apiAllClients: 'apiserver_request_total deltas over the window, all clients, minus the benchmark\'s own polling',
 };
@@ -160,22 +160,22 @@ export function printReport(rep: Report): void {
   const tRows: (string | number)[][] = [];
   for (const r of runs) {
     if (!r.temporal) {
-      tRows.push([runLabel(r), r.temporalError ?? 'not counted', '', '', '', '', '', '', '', '', '']);
+      tRows.push([runLabel(r), r.temporalError ?? 'not counted', '', '', '', '', '', '', '', '', '', '']);
       continue;
     }
     const c = perApp(r.temporal.create, n);
     tRows.push([runLabel(r), `${r.temporal.sampled}/${r.temporal.executions}${r.temporal.extrapolated ? ' (extrapolated)' : ''}`,
-      c.starts, c.workflowTasks, c.activities, c.signals, c.timers, c.upserts, c.events, c.failures, c.actions]);
+      c.starts, c.workflowTasks, c.activities, c.localActivities ?? 0, c.signals, c.timers, c.upserts, c.events, c.failures, c.actions]);
   }
-  out.push(table(['run', 'histories read', 'starts', 'wf tasks', 'activities', 'signals', 'timers', 'SA upserts', 'events', 'failures', 'actions*'], tRows));
-  out.push('* Temporal actions (this benchmark\'s definition) = workflow starts + signals + activities scheduled + timers started; search-attribute upserts are shown but not counted');
+  out.push(table(['run', 'histories read', 'starts', 'wf tasks', 'activities', 'local acts', 'signals', 'timers', 'SA upserts', 'events', 'failures', 'actions*'], tRows));
+  out.push('* Temporal actions (this benchmark\'s definition) = workflow starts + signals + activities scheduled + local activities + timers started; search-attribute upserts are shown but not counted');
 
   h(`Idle: ${opts.idleSeconds} s after the last app converged`);
   const iRows: (string | number)[][] = [];
   for (const r of runs) {
     const t: EventCounts | null = r.temporal ? perApp(r.temporal.idle, n) : null;
     iRows.push([runLabel(r), r.idle.operatorWrites, r.idle.operatorWrites / n, sum(r.idle.operatorByVerb) / n,
-      t ? t.workflowTasks : '-', t ? t.activities : '-', t ? t.timers : '-', t ? t.signals : '-', r.idle.allClientsWrites]);
+      t ? t.workflowTasks : '-', t ? t.activities + (t.localActivities ?? 0) : '-', t ? t.timers : '-', t ? t.signals : '-', r.idle.allClientsWrites]);
   }
   out.push(table(['run', 'operator writes', 'writes/app', 'operator requests/app', 'wf tasks/app', 'activities/app', 'timers/app', 'signals/app', 'all-clients writes (total)'], iRows));
   for (const r of runs) {

@@ -12,6 +12,7 @@ const EventType = {
   ActivityTaskFailed: 13,
   ActivityTaskTimedOut: 14,
   TimerStarted: 17,
+  MarkerRecorded: 25,
   WorkflowExecutionSignaled: 26,
   WorkflowExecutionContinuedAsNew: 28,
   StartChildWorkflowExecutionInitiated: 29,
@@ -25,6 +26,8 @@ export interface EventCounts {
   events: number;
   workflowTasks: number;
   activities: number;
+  /** Local activities (recorded as markers): a reconcile pass run in the worker that runs the workflow task. */
+  localActivities: number;
   signals: number;
   timers: number;
   starts: number;
@@ -32,7 +35,7 @@ export interface EventCounts {
   childStarts: number;
   /** Failed or timed-out workflow tasks and activity attempts recorded in history (retries inside one attempt are not). */
   failures: number;
-  /** Temporal actions as this benchmark defines them: workflow starts + signals + activities + timers. */
+  /** Temporal actions as this benchmark defines them: workflow starts + signals + activities + local activities + timers. */
   actions: number;
 }
 
@@ -50,11 +53,12 @@ export interface TemporalCost {
   lastIdleEventSeconds: number;
 }
 
-const zero = (): EventCounts => ({ events: 0, workflowTasks: 0, activities: 0, signals: 0, timers: 0, starts: 0, upserts: 0, childStarts: 0, failures: 0, actions: 0 });
+const zero = (): EventCounts => ({ events: 0, workflowTasks: 0, activities: 0, localActivities: 0, signals: 0, timers: 0, starts: 0, upserts: 0, childStarts: 0, failures: 0, actions: 0 });
 
-function add(c: EventCounts, type: number): void {
+function add(c: EventCounts, type: number, markerName?: string | null): void {
   c.events++;
   switch (names[type]) {
+    case 'MarkerRecorded': if (markerName === 'core_local_activity') c.localActivities++; break;
     case 'WorkflowExecutionStarted': c.starts++; break;
     case 'WorkflowTaskCompleted': c.workflowTasks++; break;
     case 'ActivityTaskScheduled': c.activities++; break;
@@ -121,16 +125,17 @@ export async function temporalCost(client: Client, taskQueue: string, window: { 
         const key = `${n}${text !== '' ? ` (${text})` : ''}`;
         failureTypes[key] = (failureTypes[key] ?? 0) + 1;
       }
-      if (at < window.idleFrom) add(create, type);
+      const marker = ev.markerRecordedEventAttributes?.markerName;
+      if (at < window.idleFrom) add(create, type, marker);
       else if (at <= window.idleTo) {
-        add(idle, type);
+        add(idle, type, marker);
         lastIdle = Math.max(lastIdle, at);
       }
     }
     done++;
     if (onProgress && (done % 50 === 0 || done === picked.length)) onProgress(done, picked.length);
   });
-  for (const c of [create, idle]) c.actions = c.starts + c.signals + c.activities + c.timers;
+  for (const c of [create, idle]) c.actions = c.starts + c.signals + c.activities + c.localActivities + c.timers;
   const f = picked.length ? executions.length / picked.length : 0;
   return {
     executions: executions.length,

@@ -1,10 +1,10 @@
 import {
-  ActivityFailure, ApplicationFailure, ParentClosePolicy, allHandlersFinished, condition, continueAsNew, log, proxyActivities,
-  setCurrentDetails, setHandler, startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle,
+  ActivityFailure, ApplicationFailure, ParentClosePolicy, allHandlersFinished, condition, continueAsNew, log, patched, proxyActivities,
+  proxyLocalActivities, setCurrentDetails, setHandler, startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle,
 } from '@temporalio/workflow';
 import { FailureType, canaryName, isTerminal } from '../api/constants.ts';
 import type { Activities } from '../activities/index.ts';
-import type { ReconcileResult } from '../activities/types.ts';
+import type { ReconcileInput, ReconcileResult } from '../activities/types.ts';
 import {
   changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type LoopOptions, type RolloutResult,
@@ -27,8 +27,38 @@ const { reconcileApplication, finalizeApplication } = proxyActivities<Activities
   retry: { initialInterval: '100ms', backoffCoefficient: 2, maximumInterval: '1m', nonRetryableErrorTypes: [FailureType.InvalidSpec, FailureType.ApplyRejected] },
 });
 
+// A pass runs first as a local activity, in the worker that runs the workflow task: no activity task goes through the
+// server, which halves a pass's events and writes. It gets a few quick tries; a pass still failing is run again as
+// the activity above, with its backoff, heartbeats, and the pending activity and last failure that the UI shows. A
+// pass is idempotent, so running it again is harmless. Histories from before this ran every pass as an activity.
+const local = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '20s',
+  scheduleToCloseTimeout: '30s',
+  retry: { initialInterval: '100ms', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [FailureType.InvalidSpec, FailureType.ApplyRejected] },
+});
+const localPassesPatch = 'reconcile-as-local-activity';
+
 /** Failure types the reconcile activity raises after writing a status condition that explains them. */
 const reportedFailures: ReadonlySet<string> = new Set([FailureType.InvalidSpec, FailureType.ApplyRejected]);
+
+/** The failure a reconcile pass reported in status (and that no retry can fix), if that is what `err` is. */
+function reportedFailure(err: unknown): ApplicationFailure | undefined {
+  // An activity's failure comes wrapped in an ActivityFailure; a local activity's as it was thrown.
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure && cause.type && reportedFailures.has(cause.type) ? cause : undefined;
+}
+
+/** One pass: as a local activity, then as an activity if that failed for any reason but one reported in status. */
+async function reconcilePass(summary: string, input: ReconcileInput): Promise<ReconcileResult> {
+  if (!patched(localPassesPatch)) return run(reconcileApplication, summary, input);
+  try {
+    return await run(local.reconcileApplication, summary, input);
+  } catch (err) {
+    if (reportedFailure(err)) throw err;
+    log.warn('reconcile pass failed as a local activity; running it as an activity', { err: String(err) });
+    return run(reconcileApplication, summary, input);
+  }
+}
 
 interface RunningRollout {
   key: string;
@@ -128,7 +158,7 @@ class ApplicationEntity {
     try {
       const why = [...this.reasons.map((r) => reasonWords[r]), ...this.objects].join(', ');
       const summary = `${apply ? 'apply children' : 'read status'} (${why})`;
-      const result = await run(reconcileApplication, summary, { namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: this.rollout !== undefined });
+      const result = await reconcilePass(summary, { namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: this.rollout !== undefined });
       this.state.passes++;
       if (result.outcome === 'reconciled') {
         this.progressing = result.progressing ?? false;
@@ -138,8 +168,8 @@ class ApplicationEntity {
       }
       return result;
     } catch (err) {
-      const cause = err instanceof ActivityFailure ? err.cause : undefined;
-      if (!(cause instanceof ApplicationFailure && cause.type && reportedFailures.has(cause.type))) throw err;
+      const cause = reportedFailure(err);
+      if (!cause) throw err;
       this.state.phase = 'Failed';
       this.state.message = cause.message;
       this.progressing = false;

@@ -1,6 +1,7 @@
 // The Application workflow's loop, scenario by scenario, on a real worker with scripted activities: what starts,
 // supersedes and stops rollouts, reported failures, deletion and continue-as-new. Histories are replayed.
 import type { WorkflowHandle, WorkflowHandleWithSignaledRunId } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FailureType } from '../../api/constants.ts';
@@ -13,6 +14,7 @@ import { eventually } from '../../lib/poll.ts';
 import { WorkflowTier, failure, plan, sleep, type Recorder, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
+const { EventType } = proto.temporal.api.enums.v1;
 
 interface AppRun {
   namespace: string;
@@ -164,16 +166,39 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
-  it('any other reconcile failure is retried by Temporal until it passes', async () => {
-    const run = await startApp({ fail: { reconcileApplication: (n) => (n < 2 ? new Error('API server unavailable') : undefined) } });
+  it('any other reconcile failure is retried: a few times as a local activity, then as an activity the UI shows pending with its last failure', async () => {
+    let apiDown = true;
+    const run = await startApp({ fail: { reconcileApplication: () => (apiDown ? new Error('API server unavailable') : undefined) } });
+    const pending = await eventually('the pass pending as an activity, with its last failure', async () => {
+      const p = (await run.handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileApplication');
+      return p && (p.attempt ?? 0) >= 2 ? p : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 50 });
+    assert.match(pending.lastFailure?.message ?? '', /API server unavailable/);
+    apiDown = false;
     await stateUntil(run.handle, (st) => st.phase === 'Running');
-    assert.equal(run.r.count('reconcileApplication'), 3, 'two failed attempts, then the pass');
+    const events = (await run.handle.fetchHistory()).events ?? [];
+    const localFailed = events.some((e) => e.eventType === EventType.EVENT_TYPE_MARKER_RECORDED && e.markerRecordedEventAttributes?.failure);
+    assert.ok(localFailed, 'the local attempts are recorded as a failed local activity');
+    assert.ok(run.r.count('reconcileApplication') >= 5, 'three local attempts, then at least two as an activity');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
+  it('passes run as local activities: no activity task per pass', async () => {
+    const run = await startApp({});
+    await run.r.until('first pass', (r) => r.count('reconcileApplication') === 1);
+    await run.handle.signal(changedSignal, { reason: 'child-status', object: 'Deployment/app' });
+    await run.r.until('second pass', (r) => r.count('reconcileApplication') === 2);
+    await stateUntil(run.handle, (st) => st.passes === 2);
+    const events = (await run.handle.fetchHistory()).events ?? [];
+    assert.equal(events.filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED).length, 0);
+    assert.equal(events.filter((e) => e.eventType === EventType.EVENT_TYPE_MARKER_RECORDED && e.markerRecordedEventAttributes?.markerName === 'core_local_activity').length, 2);
     await run.handle.terminate('done');
     await replayAll(run);
   });
 
   it('continues as new before the history grows, carrying the pass count', async () => {
-    const run = await startApp({}, { maxHistoryEvents: 40 });
+    const run = await startApp({}, { maxHistoryEvents: 25 });
     await run.r.until('pass 1', (r) => r.count('reconcileApplication') === 1);
     for (let i = 0; i < 6; i++) {
       await change(run);
