@@ -13,6 +13,7 @@ import type { Ctx } from './context.ts';
 import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
 import type { FloorResult } from './floor.ts';
 import { Operators, counterBy, histogramMeans, probeByVerb, sumProbes, type ProbeCounts } from './operators.ts';
+import { probeFlushMs } from './probe.ts';
 import { promoteSample, type PromoteResult } from './promote.ts';
 import { sourceHash } from './source.ts';
 import { temporalCost, type TemporalCost } from './temporal.ts';
@@ -159,6 +160,9 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
       return out;
     });
     const tCreatesDone = Math.max(...createdAt.values());
+    // The idle window starts once the probes have written every request of the convergence tail (they flush every
+    // probeFlushMs): a status write just before the last app converged is not an idle write.
+    await sleep(2 * probeFlushMs);
     const tConv = Date.now();
     const c1 = cpuSnapshot(pids());
     const m1 = await api.requestCounts();

@@ -11,6 +11,9 @@ import { createRequire, syncBuiltinESMExports } from 'node:module';
 
 const file = process.env['BENCH_PROBE_FILE'];
 
+/** How often the counts are written: a reader sees every request made more than this long ago. */
+export const probeFlushMs = 250;
+
 type Counts = Record<string, number>;
 const counts: Counts = {};
 let dirty = true;
@@ -105,6 +108,6 @@ if (file) {
   syncBuiltinESMExports();
   wrapUndici();
   flush();
-  setInterval(flush, 250).unref();
+  setInterval(flush, probeFlushMs).unref();
   process.on('exit', flush);
 }
