@@ -1,6 +1,6 @@
 import type { KubeConfig } from '@kubernetes/client-node';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
-import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { collectionPath, objectPath, type CollectionRef, type ObjectRef } from './resources.ts';
 
 /** An error answered by the API server, with its Status reason. */
@@ -41,6 +41,8 @@ export interface KubeList<T> {
 
 interface RequestOpts {
   body?: unknown;
+  accept?: string;
+  signal?: AbortSignal;
   contentType?: string;
   query?: Record<string, string>;
   allowNotFound?: boolean;
@@ -58,6 +60,15 @@ interface Transport {
 
 /** How long resolved credentials are reused before the kubeconfig is asked again (client-go re-reads token files every minute). */
 const CREDENTIALS_TTL_MS = 60_000;
+
+function readBody(res: IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('error', reject);
+  });
+}
 
 function sameTls(a: TlsMaterial, b: TlsMaterial): boolean {
   const same = (x: unknown, y: unknown) => (Buffer.isBuffer(x) && Buffer.isBuffer(y) ? x.equals(y) : JSON.stringify(x) === JSON.stringify(y));
@@ -123,41 +134,79 @@ export class Kube {
 
   /** Sends one request; resolves to the parsed body, or null for 404 when allowNotFound. */
   async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T | null> {
+    const res = await this.open(method, path, opts);
+    if (!res) return null;
+    const text = await readBody(res);
+    return text ? (JSON.parse(text) as T) : null;
+  }
+
+  /**
+   * Watches a collection: calls `onEvent` with each event of the stream (newline-delimited JSON) until the server
+   * ends it (resolves) or it fails (rejects; an expired resourceVersion as a KubeError with status 410).
+   */
+  async watch(path: string, query: Record<string, string>, onEvent: (e: { type: string; object: KubeObject }) => void, opts: { accept?: string; signal?: AbortSignal; timeoutMs?: number } = {}): Promise<void> {
+    const res = await this.open('GET', path, { query: { ...query, watch: '1' }, ...opts });
+    if (!res) return;
+    await new Promise<void>((resolve, reject) => {
+      let buffered = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        buffered += chunk;
+        let nl: number;
+        try {
+          while ((nl = buffered.indexOf('\n')) >= 0) {
+            const line = buffered.slice(0, nl);
+            buffered = buffered.slice(nl + 1);
+            if (!line.trim()) continue;
+            const e = JSON.parse(line) as { type: string; object: KubeObject & { code?: number; reason?: string; message?: string } };
+            if (e.type === 'ERROR') throw new KubeError(e.object.code ?? 500, e.object.reason ?? 'Unknown', `watch ${path}: ${e.object.message ?? 'error event'}`);
+            onEvent(e);
+          }
+        } catch (err) {
+          res.destroy();
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      });
+      res.on('end', () => resolve());
+      res.on('error', reject);
+      res.on('close', () => resolve());
+    });
+  }
+
+  /** Opens a request and answers its response once the status says success; null for 404 when allowNotFound. Retries once after a 401 (rotated credentials). */
+  private async open(method: string, path: string, opts: RequestOpts): Promise<IncomingMessage | null> {
     try {
-      return await this.send<T>(await this.credentials(), method, path, opts);
+      return await this.send(await this.credentials(), method, path, opts);
     } catch (err) {
-      // Rotated credentials: resolve them again and try once more.
       if (!(err instanceof KubeError && err.status === 401)) throw err;
-      return this.send<T>(await this.credentials(true), method, path, opts);
+      return this.send(await this.credentials(true), method, path, opts);
     }
   }
 
-  private send<T>(t: Transport, method: string, path: string, opts: RequestOpts): Promise<T | null> {
+  private send(t: Transport, method: string, path: string, opts: RequestOpts): Promise<IncomingMessage | null> {
     const url = new URL(path, this.server);
     for (const [k, v] of Object.entries(opts.query ?? {})) url.searchParams.set(k, v);
     const payload = opts.body === undefined ? undefined : JSON.stringify(opts.body);
     const send = url.protocol === 'http:' ? httpRequest : httpsRequest;
-    return new Promise<T | null>((resolve, reject) => {
+    return new Promise<IncomingMessage | null>((resolve, reject) => {
       const req = send(url, {
         agent: t.agent,
         method,
         timeout: opts.timeoutMs ?? 30_000,
+        ...(opts.signal ? { signal: opts.signal } : {}),
         ...(t.auth ? { auth: t.auth } : {}),
         headers: {
           ...t.headers,
-          Accept: 'application/json',
+          Accept: opts.accept ?? 'application/json',
           ...(payload !== undefined ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}),
         },
       }, (res) => {
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => {
-          const text = Buffer.concat(chunks).toString('utf8');
-          const status = res.statusCode ?? 0;
-          if (status >= 200 && status < 300) {
-            resolve(text ? (JSON.parse(text) as T) : null);
-            return;
-          }
+        const status = res.statusCode ?? 0;
+        if (status >= 200 && status < 300) {
+          resolve(res);
+          return;
+        }
+        readBody(res).then((text) => {
           if (status === 404 && opts.allowNotFound) {
             resolve(null);
             return;
@@ -172,7 +221,7 @@ export class Kube {
             // not a Status object
           }
           reject(new KubeError(status, reason, `${method} ${url.pathname}: ${status} ${reason}: ${message}`));
-        });
+        }, reject);
       });
       req.on('timeout', () => req.destroy(new Error(`${method} ${url.pathname}: timed out`)));
       req.on('error', (err) => reject(new Error(`${method} ${url.pathname}: ${err.message}`)));

@@ -94,6 +94,8 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
   const log = createLogger(cfg.logLevel);
   const metrics = createMetrics();
   const kc = loadKubeConfig(cfg);
+  // One client (one connection pool) for the activities, the watcher and leader election.
+  const kube = new Kube(kc);
   const stops: (() => Promise<void>)[] = [];
   const runs: Promise<void>[] = [];
   let watcher: Watcher | undefined;
@@ -138,7 +140,6 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
 
   if (cfg.mode !== 'watcher') {
     const connection = await retrying('worker', () => connectWorker(cfg));
-    const kube = new Kube(kc);
     const activities = createActivities({
       kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
       ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
@@ -167,7 +168,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
   const startWatcher = async (): Promise<() => Promise<void>> => {
     const { client, connection } = await retrying('watcher', () => connectClient(cfg));
     const wt = new Watcher({
-      kc, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
+      kube, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
       coalesceMs: cfg.coalesceMs,
       loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
       releaseOptions: { pollSeconds: cfg.releasePollSeconds },
@@ -188,7 +189,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
     if (cfg.leaderElect) {
       // Every replica runs a worker; only the Lease holder watches, so each event becomes one signal.
       standby = true;
-      const elector = electorFor(cfg, new Kube(kc), log.child({ module: 'leader-election' }));
+      const elector = electorFor(cfg, kube, log.child({ module: 'leader-election' }));
       const leading = runWhileLeader(elector, async () => {
         const stop = await startWatcher();
         standby = false;

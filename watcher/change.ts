@@ -21,6 +21,11 @@ export interface WatchEvent {
   initialSync: boolean;
 }
 
+/** Whether a child's status can wake its workflow (only a Deployment's decides the Application's phase). */
+export function statusMatters(kind: string): boolean {
+  return kind === kinds.deployment.kind;
+}
+
 /**
  * The reason to wake the workflow for an event that turned `before` into `after` (after is the last state on a
  * delete), or null when the event changes nothing the workflow acts on (our own status writes, labels...).
@@ -35,7 +40,7 @@ export function changeReason(before: Observation | undefined, after: Observation
   }
   // A deleted or edited child is drift to put back.
   if (event.type === 'delete') return 'child';
-  const deployment = after.kind === kinds.deployment.kind;
+  const deployment = statusMatters(after.kind);
   if (event.type === 'update' && before) {
     if (after.generation !== before.generation) return 'child';
     return deployment && after.status !== before.status ? 'child-status' : null;

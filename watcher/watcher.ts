@@ -1,7 +1,7 @@
-import { makeInformer, type Informer, type KubeConfig, type KubernetesObject, type ObjectCache } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import { API_VERSION, FINALIZER, KIND, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND } from '../api/constants.ts';
-import { Kube } from '../kube/client.ts';
+import type { Kube, KubeObject } from '../kube/client.ts';
+import { Reflector } from '../kube/reflector.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds, kinds } from '../render/children.ts';
@@ -13,10 +13,10 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
-import { changeReason, reasonStrength, type Observation, type WatchEvent } from './change.ts';
+import { changeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
 
 export interface WatcherOptions {
-  kc: KubeConfig;
+  kube: Kube;
   temporal: Client;
   taskQueue: string;
   /** Namespaces to watch; empty means all. */
@@ -40,17 +40,21 @@ interface Pending {
   attempts: number;
 }
 
-type Obj = KubernetesObject & { status?: unknown };
+type Obj = KubeObject & {
+  metadata: KubeObject['metadata'] & {
+    annotations?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[]; ownerReferences?: { apiVersion: string; kind: string; name: string }[];
+  };
+  status?: unknown;
+};
 
 /**
  * Translates Kubernetes events into workflow messages and nothing else: one signal-with-start per Application
- * per burst of events. Informers that stop on an error are restarted with backoff from their last resourceVersion,
- * so no event is lost across a restart.
+ * per burst of events. Each collection is listed and watched by a Reflector, which resumes from its last
+ * resourceVersion after an error (and relists when that expired), so no event is lost across a restart.
  */
 export class Watcher {
   private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>;
-  private readonly kube: Kube;
-  private readonly informers: { name: string; informer: Informer<Obj> & ObjectCache<Obj>; started: boolean; backoffMs: number; timer?: NodeJS.Timeout }[] = [];
+  private readonly informers: { name: string; reflector: Reflector }[] = [];
   private readonly apps = new Map<string, Observation>();
   private readonly releases = new Map<string, Observation>();
   private readonly children = new Map<string, Observation>();
@@ -62,12 +66,11 @@ export class Watcher {
 
   constructor(opts: WatcherOptions) {
     this.opts = { coalesceMs: 300, maxInFlight: 20, ...opts };
-    this.kube = new Kube(opts.kc);
   }
 
-  /** True once every informer has listed once: the watcher has seen every Application. */
+  /** True once every collection has been listed once: the watcher has seen every Application. */
   get synced(): boolean {
-    return this.informers.length > 0 && this.informers.every((i) => i.started);
+    return this.informers.length > 0 && this.informers.every((i) => i.reflector.synced);
   }
 
   /** Signals waiting to be sent (for metrics and tests). */
@@ -85,52 +88,33 @@ export class Watcher {
     for (const ns of scopes) {
       for (const c of childKinds.filter((k) => k.watched)) {
         const path = collectionPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: ns });
-        this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj));
+        // Only a Deployment's status wakes anything; of the other children the metadata is all the watcher reads.
+        this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj), !statusMatters(c.kind));
       }
     }
     // Applications (and Releases) first, so children events can be matched to a known Application.
     const appInformers = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases'));
-    await Promise.all(appInformers.map((i) => this.startInformer(i)));
+    await Promise.all(appInformers.map((i) => i.reflector.start()));
     this.initialSync = false;
-    await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => this.startInformer(i)));
+    await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => i.reflector.start()));
   }
 
   /** Stops the informers and drops pending signals (another replica or the next start resyncs every app). */
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const i of this.informers) {
-      clearTimeout(i.timer);
-      await i.informer.stop();
-    }
+    await Promise.all(this.informers.map((i) => i.reflector.stop()));
     for (const p of this.pending.values()) clearTimeout(p.timer);
   }
 
-  private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void): void {
-    const informer = makeInformer<Obj>(this.opts.kc, path, () => this.kube.listPath<Obj>(path, labelSelector), labelSelector);
-    const entry: (typeof this.informers)[number] = { name, informer, started: false, backoffMs: 1000 };
-    informer.on('add', (o) => { entry.backoffMs = 1000; handler('add', o); });
-    informer.on('update', (o) => { entry.backoffMs = 1000; handler('update', o); });
-    informer.on('delete', (o) => { entry.backoffMs = 1000; handler('delete', o); });
-    informer.on('error', (err: unknown) => {
-      if (this.stopped) return;
-      const delay = entry.backoffMs;
-      entry.backoffMs = Math.min(entry.backoffMs * 2, 30_000);
-      this.opts.log.warn({ informer: name, err: errMessage(err), retryInMs: delay }, 'informer stopped; restarting');
-      clearTimeout(entry.timer);
-      entry.timer = setTimeout(() => void this.startInformer(entry), delay);
+  private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void, metadataOnly = false): void {
+    const reflector = new Reflector({
+      kube: this.opts.kube, path, labelSelector, metadataOnly,
+      onEvent: handler,
+      onError: (err, retryInMs) => {
+        if (!this.stopped) this.opts.log.warn({ informer: name, err: err.message, retryInMs }, 'informer stopped; restarting');
+      },
     });
-    this.informers.push(entry);
-  }
-
-  private async startInformer(entry: (typeof this.informers)[number]): Promise<void> {
-    if (this.stopped) return;
-    try {
-      // start() resolves even when its list fails (the error goes to the 'error' handler above).
-      await entry.informer.start();
-      entry.started = true;
-    } catch (err) {
-      this.opts.log.warn({ informer: entry.name, err: errMessage(err) }, 'informer failed to start');
-    }
+    this.informers.push({ name, reflector });
   }
 
   private onApplication(type: WatchEvent['type'], obj: Obj): void {
@@ -160,8 +144,8 @@ export class Watcher {
   }
 
   private onChild(kind: string, type: WatchEvent['type'], obj: Obj): void {
-    const owner = obj.metadata?.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion === API_VERSION);
-    if (!owner || !obj.metadata?.namespace) return;
+    const owner = obj.metadata.ownerReferences?.find((o) => o.kind === KIND && o.apiVersion === API_VERSION);
+    if (!owner || !obj.metadata.namespace) return;
     const appKey = `${obj.metadata.namespace}/${owner.name}`;
     const childKey = `${kind}/${keyOf(obj)}`;
     const now = observe(kind, obj);
@@ -290,8 +274,8 @@ function statusOf(kind: string, obj: Obj): string {
   return JSON.stringify([s?.phase, s?.canary?.phase, s?.canary?.version, s?.canary?.step]);
 }
 
-function keyOf(obj: KubernetesObject): string {
-  return `${obj.metadata?.namespace ?? ''}/${obj.metadata?.name ?? ''}`;
+function keyOf(obj: Obj): string {
+  return `${obj.metadata.namespace ?? ''}/${obj.metadata.name}`;
 }
 
 function errMessage(err: unknown): string {

@@ -1,9 +1,8 @@
 import { KubeConfig } from '@kubernetes/client-node';
 import assert from 'node:assert/strict';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { describe, test } from 'node:test';
 import { Kube, KubeError } from '../../kube/client.ts';
+import { fakeApiServer, tokenConfig } from '../fixtures/fake-api-server.ts';
 import { collectionPath, objectPath, pluralOf, type ObjectRef } from '../../kube/resources.ts';
 
 describe('collectionPath', () => {
@@ -100,32 +99,13 @@ describe('KubeError.permanent', () => {
   }
 });
 
-/** A kubeconfig with a bearer token for a plain-HTTP test server (client-node allows http only with skipTLSVerify). */
-function tokenConfig(kc: KubeConfig, server: string, token: string): KubeConfig {
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server, skipTLSVerify: true }], users: [{ name: 'u', token }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }], currentContext: 'x',
-  });
-  return kc;
-}
-
-/** A local API server stand-in: counts connections and answers with `handle`. */
-async function fakeApiServer(handle: (req: IncomingMessage, res: ServerResponse) => void) {
-  let connections = 0;
-  const server = createServer(handle);
-  server.on('connection', () => connections++);
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, connections: () => connections, close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }) };
-}
-
 const ns = { apiVersion: 'v1', kind: 'Namespace', name: 'default' };
 
 describe('Kube transport', () => {
   test('keeps one connection alive across sequential requests (a TLS handshake per request costs both sides)', async () => {
     const api = await fakeApiServer((_req, res) => res.end(JSON.stringify({ kind: 'Namespace' })));
     try {
-      const kube = new Kube(tokenConfig(new KubeConfig(), api.url, 't'));
+      const kube = new Kube(api.kc);
       for (let i = 0; i < 10; i++) assert.deepEqual(await kube.get(ns), { kind: 'Namespace' });
       assert.equal(api.connections(), 1);
     } finally {
