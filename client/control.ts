@@ -1,9 +1,9 @@
 // The client side of the operator: control and status of an Application's workflows, for the CLI, the kubectl
 // plugin, the benchmark and the chaos run.
-import { KubeConfig } from '@kubernetes/client-node';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { hostname, userInfo } from 'node:os';
+import { defaultNamespaceOf } from '../kube/config.ts';
 import {
   applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ControlAction, type RolloutResult, type RolloutState,
@@ -13,13 +13,7 @@ export type { ControlAction } from '../workflows/contract.ts';
 
 /** The namespace of the current kubeconfig context, like kubectl's default. */
 export function defaultNamespace(): string {
-  try {
-    const kc = new KubeConfig();
-    kc.loadFromDefault();
-    return kc.getContextObject(kc.getCurrentContext())?.namespace ?? 'default';
-  } catch {
-    return 'default';
-  }
+  return defaultNamespaceOf();
 }
 
 /** Who is asking, recorded in status.canary.abortedBy and the history. */

@@ -1,6 +1,6 @@
-import type { KubeConfig } from '@kubernetes/client-node';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import type { KubeCredentials } from './config.ts';
 import { collectionPath, objectPath, type CollectionRef, type ObjectRef } from './resources.ts';
 
 /** An error answered by the API server, with its Status reason. */
@@ -90,12 +90,12 @@ const contentTypes = {
  * API server sends them (no Date conversion, no dropped fields) and sends server-side apply bodies unchanged.
  */
 export class Kube {
-  private readonly kc: KubeConfig;
+  private readonly kc: KubeCredentials;
   private readonly server: URL;
   private transport: Promise<Transport> | undefined;
   private expiresAt = 0;
 
-  constructor(kc: KubeConfig) {
+  constructor(kc: KubeCredentials) {
     this.kc = kc;
     const cluster = kc.getCurrentCluster();
     if (!cluster) throw new Error('kubeconfig has no current cluster');
@@ -110,6 +110,7 @@ export class Kube {
    */
   private credentials(refresh = false): Promise<Transport> {
     if (!this.transport || refresh || performance.now() >= this.expiresAt) {
+      if (refresh) this.kc.invalidate?.();
       this.expiresAt = performance.now() + CREDENTIALS_TTL_MS;
       this.transport = this.resolve(this.transport).catch((err: unknown) => {
         this.expiresAt = 0;

@@ -1,4 +1,3 @@
-import { KubeConfig } from '@kubernetes/client-node';
 import { Runtime, Worker, makeTelemetryFilterString, type Logger as SdkLogger, type LogLevel, type LogMetadata } from '@temporalio/worker';
 import type { Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
@@ -8,6 +7,7 @@ import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { createActivities } from '../activities/index.ts';
 import { Kube } from '../kube/client.ts';
+import { loadKubeconfig, NoCurrentCluster, type KubeCredentials } from '../kube/config.ts';
 import { Watcher } from '../watcher/watcher.ts';
 import { searchAttributeKeys } from '../workflows/search-attributes.ts';
 import type { OperatorConfig } from './config.ts';
@@ -26,19 +26,15 @@ export interface RunningOperator {
 }
 
 /** The kubeconfig, or an error that names the file and what to fix. */
-export function loadKubeConfig(cfg: Pick<OperatorConfig, 'kubeconfig'>): KubeConfig {
-  const kc = new KubeConfig();
+export async function loadKubeConfig(cfg: Pick<OperatorConfig, 'kubeconfig'>): Promise<KubeCredentials> {
   const from = cfg.kubeconfig ? `kubeconfig ${cfg.kubeconfig}` : 'the default kubeconfig (KUBECONFIG, ~/.kube/config, or the in-cluster service account)';
+  const fix = 'Point --kubeconfig (or KUBECONFIG) at a valid kubeconfig, or run in a cluster.';
   try {
-    if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-    else kc.loadFromDefault();
+    return await loadKubeconfig(cfg.kubeconfig);
   } catch (err) {
-    throw new Error(`could not load ${from}: ${(err as Error).message}. Point --kubeconfig (or KUBECONFIG) at a valid kubeconfig, or run in a cluster.`, { cause: err });
+    if (err instanceof NoCurrentCluster) throw new Error(`${from} names no current cluster (current-context "${err.currentContext}"). ${fix}`, { cause: err });
+    throw new Error(`could not load ${from}: ${(err as Error).message}. ${fix}`, { cause: err });
   }
-  if (!kc.getCurrentCluster()) {
-    throw new Error(`${from} names no current cluster (current-context "${kc.getCurrentContext()}"). Point --kubeconfig (or KUBECONFIG) at a valid kubeconfig, or run in a cluster.`);
-  }
-  return kc;
 }
 
 /**
@@ -93,7 +89,7 @@ async function registerSearchAttributes(cfg: OperatorConfig, log: Logger, connec
 export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator> {
   const log = createLogger(cfg.logLevel);
   const metrics = createMetrics();
-  const kc = loadKubeConfig(cfg);
+  const kc = await loadKubeConfig(cfg);
   // One client (one connection pool) for the activities, the watcher and leader election.
   const kube = new Kube(kc);
   const stops: (() => Promise<void>)[] = [];
