@@ -13,6 +13,7 @@ import { byResource, byVerb, counterDelta, delta, minus } from './apiserver.ts';
 import { appNames, createApps, createNamespace } from './apps.ts';
 import type { Ctx } from './context.ts';
 import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
+import type { LoadSummary } from './load.ts';
 import { PhaseError, phase, pool, progress, retrying } from './util.ts';
 
 export interface FloorResult {
@@ -28,6 +29,8 @@ export interface FloorResult {
   api: { allClientsByVerb: Record<string, number>; byResource: Record<string, number> };
   /** CPU seconds by component over the floor's window. */
   cpu: CpuSnapshot;
+  /** The machine's load meanwhile. */
+  load: LoadSummary;
 }
 
 /** Measures the floor in a fresh namespace. */
@@ -102,5 +105,6 @@ export async function runFloor(ctx: Ctx): Promise<FloorResult> {
     makespanSeconds: (tAvailable - t0) / 1000,
     api: { allClientsByVerb: minus(byVerb(serverDelta), { LIST: own['LIST'] ?? 0, GET: own['GET'] ?? 0 }), byResource: byResource(serverDelta) },
     cpu: cpuDelta(c1, c0),
+    load: ctx.load.summary(t0, tAvailable),
   };
 }

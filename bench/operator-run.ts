@@ -18,6 +18,8 @@ import { promoteSample, type PromoteResult } from './promote.ts';
 import { sourceHash } from './source.ts';
 import { temporalCost, type TemporalCost } from './temporal.ts';
 import { distribution, phase, progress, type Distribution } from './util.ts';
+import type { LoadSummary } from './load.ts';
+import type { MemorySnapshot } from './memory.ts';
 
 export interface RunResult {
   workers: number;
@@ -52,7 +54,13 @@ export interface RunResult {
   };
   /** CPU seconds by component: from the first create to convergence, and over the idle window. */
   cpu: { create: CpuSnapshot; idle: CpuSnapshot };
-  memory: { process: string; readyRssMB: number; peakRssMB: number; endRssMB: number }[];
+  /** The machine's load from the first create to convergence. */
+  load: LoadSummary;
+  memory: {
+    process: string; readyRssMB: number; peakRssMB: number; endRssMB: number;
+    /** The breakdown from its /metrics: once ready, when all apps had converged, and at the scrape with the highest RSS. */
+    ready?: MemorySnapshot; converged?: MemorySnapshot; peak?: MemorySnapshot;
+  }[];
   /** Workflows of the run's task queue that are no longer running (an Application workflow should never end by itself). */
   closedWorkflows: { workflowId: string; type: string; status: string; failure?: string }[];
   promote: PromoteResult | null;
@@ -142,6 +150,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
       namespace: ns, taskQueue, workers, logDir: ctx.logDir, extraArgs: opts.operatorArgs,
     }));
     for (const p of ops.procs) progress(`  process ${p.index} (--mode ${p.mode}) pid ${p.pid}, log ${p.process.logFile}`);
+    ctx.operatorPids.splice(0, ctx.operatorPids.length, ...ops.procs.map((p): [string, number] => ['operator', p.pid]));
     const names = appNames(opts.apps);
     const createdAt = new Map<string, number>();
     const m0 = await api.requestCounts();
@@ -169,6 +178,8 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
     const p1 = sumProbes(await ops.probeCounts());
     const own1 = { ...api.requests };
     const metricsAtConv = await ops.metrics();
+    await ops.scrapeMemory();
+    const memoryAtConv = ops.procs.map((p) => p.memory.last);
     const latencies = [...outcome.convergedAt].map(([name, at]) => at - createdAt.get(name)!);
     const lastConv = Math.max(0, ...outcome.convergedAt.values());
     const makespanSeconds = outcome.convergedAt.size ? (lastConv - t0) / 1000 : NaN;
@@ -246,7 +257,11 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
         allClientsWritesByResource: idleServerWrites,
       },
       cpu: { create: cpuDelta(c1, c0), idle: cpuDelta(c2, c1) },
-      memory: ops.procs.map((p) => ({ process: `#${p.index} --mode ${p.mode}`, readyRssMB: p.readyRss / 2 ** 20, peakRssMB: p.peakRss / 2 ** 20, endRssMB: p.lastRss / 2 ** 20 })),
+      load: ctx.load.summary(t0, tConv),
+      memory: ops.procs.map((p, i) => ({
+        process: `#${p.index} --mode ${p.mode}`, readyRssMB: p.readyRss / 2 ** 20, peakRssMB: p.peakRss / 2 ** 20, endRssMB: p.lastRss / 2 ** 20,
+        ...(p.memory.ready ? { ready: p.memory.ready } : {}), ...(memoryAtConv[i] ? { converged: memoryAtConv[i] } : {}), ...(p.memory.peak ? { peak: p.memory.peak } : {}),
+      })),
       closedWorkflows,
       promote,
       diagnostics: {
@@ -257,6 +272,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
     };
   } finally {
     await ops.stop();
+    ctx.operatorPids.splice(0);
   }
 }
 

@@ -6,6 +6,7 @@ import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { StopPolling } from '../lib/poll.ts';
 import { startOperator, type OperatorProcess } from '../testkit/operator.ts';
+import { memoryOf, type MemorySnapshot } from './memory.ts';
 
 const root = resolve(import.meta.dirname, '..');
 
@@ -30,6 +31,8 @@ export interface OperatorProc {
   lastRss: number;
   /** RSS once the process said ready, before any Application existed. */
   readyRss: number;
+  /** Where its memory went: once ready, at the highest RSS seen in a scrape, and at the last scrape. */
+  memory: { ready?: MemorySnapshot; peak?: MemorySnapshot; last?: MemorySnapshot };
 }
 
 /** Kubernetes requests one process made, by "VERB resource", as its probe last wrote them. */
@@ -38,6 +41,7 @@ export type ProbeCounts = Record<string, number>;
 export class Operators {
   readonly procs: OperatorProc[] = [];
   private sampler: NodeJS.Timeout | undefined;
+  private scraper: NodeJS.Timeout | undefined;
   private stopping = false;
 
   /** Starts 1 process in --mode all and workers-1 in --mode worker, and waits until each says ready. */
@@ -54,14 +58,30 @@ export class Operators {
       });
       const pid = operator.pid();
       if (pid === undefined) throw new Error(`operator process ${index} (${mode}) exited once ready; log ${operator.logFile}`);
-      return { index, mode, process: operator, pid, probeFile, peakRss: 0, lastRss: 0, readyRss: 0 } satisfies OperatorProc;
+      return { index, mode, process: operator, pid, probeFile, peakRss: 0, lastRss: 0, readyRss: 0, memory: {} } satisfies OperatorProc;
     }));
     for (const s of started) if (s.status === 'fulfilled') this.procs.push(s.value);
     this.sampler = setInterval(() => void this.sample(), 500);
+    this.scraper = setInterval(() => void this.scrapeMemory(), 5000);
     const failed = started.find((s) => s.status === 'rejected');
     if (failed) throw failed.reason;
     await this.sample();
-    for (const p of this.procs) p.readyRss = p.lastRss;
+    await this.scrapeMemory();
+    for (const p of this.procs) {
+      p.readyRss = p.lastRss;
+      if (p.memory.last) p.memory.ready = p.memory.last;
+    }
+  }
+
+  /** Reads each process's memory breakdown from its /metrics, keeping the one with the highest RSS. */
+  async scrapeMemory(): Promise<void> {
+    await Promise.all(this.procs.map(async (p) => {
+      const text = await fetch(`${p.process.metricsUrl}/metrics`).then((r) => r.text(), () => '');
+      if (!text) return;
+      const m = memoryOf(text);
+      p.memory.last = m;
+      if (!p.memory.peak || m.rssMB > p.memory.peak.rssMB) p.memory.peak = m;
+    }));
   }
 
   /** Throws StopPolling, with the log's tail, when a process has died: a wait on the operator ends at once. */
@@ -131,6 +151,7 @@ export class Operators {
     this.stopping = true;
     await this.sample();
     clearInterval(this.sampler);
+    clearInterval(this.scraper);
     await Promise.all(this.procs.map((p) => p.process.stop('SIGTERM', 15_000)));
   }
 }

@@ -8,6 +8,8 @@ import { isWrite, sum } from './apiserver.ts';
 import { latencyChartSvg, writeChart, type Series } from './chart.ts';
 import type { CpuSnapshot } from './cpu.ts';
 import type { FloorResult } from './floor.ts';
+import type { LoadSummary } from './load.ts';
+import type { ImportCost, MemorySnapshot } from './memory.ts';
 import type { RunResult } from './operator-run.ts';
 import type { Options } from './options.ts';
 import { perApp, type EventCounts } from './temporal.ts';
@@ -40,6 +42,8 @@ export interface Report {
   definitions: Record<string, string>;
   floor: FloorResult | null;
   runs: RunResult[];
+  /** What importing the operator's modules costs, each in a fresh process. */
+  imports?: ImportCost[];
   targets: { target: string; results: { workers: number; verdict: string; value: string }[] }[];
   files: string[];
 }
@@ -116,6 +120,11 @@ export function targets(opts: Options, runs: RunResult[], floor: FloorResult | n
   return rows;
 }
 
+function loadCells(l: LoadSummary | undefined): string[] {
+  if (!l?.samples) return ['-', '-'];
+  return [`${l.load1.mean.toFixed(1)} (${l.load1.max.toFixed(1)})`, `${(l.othersShare.mean * 100).toFixed(0)}%`];
+}
+
 /** Prints the tables of a result. */
 export function printReport(rep: Report): void {
   const { floor, runs, options: opts } = rep;
@@ -133,14 +142,15 @@ export function printReport(rep: Report): void {
 
   h(`Convergence, N = ${n} (latency: create answered -> first 500 ms poll seeing phase Running at the current generation with Deployment and Service present)`);
   const rows: (string | number)[][] = [];
-  if (floor) rows.push(['floor (SSA, no Temporal)', floor.apps, 0, '-', '-', '-', '-', floor.makespanSeconds, 1, floor.cpu ? 1 : '-']);
+  if (floor) rows.push(['floor (SSA, no Temporal)', floor.apps, 0, '-', '-', '-', '-', floor.makespanSeconds, 1, floor.cpu ? 1 : '-', ...loadCells(floor.load)]);
   for (const r of runs) {
     const d = r.latency;
     rows.push([runLabel(r), r.converged, r.failed.length + (r.converged < r.apps ? r.apps - r.converged - r.failed.length : 0),
-      d ? d.p50 / 1000 : '-', d ? d.p95 / 1000 : '-', d ? d.p99 / 1000 : '-', d ? d.max / 1000 : '-', r.makespanSeconds, r.ratioToFloor ?? '-', cpuRatio(r, floor) ?? '-']);
+      d ? d.p50 / 1000 : '-', d ? d.p95 / 1000 : '-', d ? d.p99 / 1000 : '-', d ? d.max / 1000 : '-', r.makespanSeconds, r.ratioToFloor ?? '-', cpuRatio(r, floor) ?? '-', ...loadCells(r.load)]);
   }
-  out.push(table(['run', 'converged', 'not converged', 'p50 s', 'p95 s', 'p99 s', 'max s', 'makespan s', 'x floor', 'x floor (CPU)'], rows));
+  out.push(table(['run', 'converged', 'not converged', 'p50 s', 'p95 s', 'p99 s', 'max s', 'makespan s', 'x floor', 'x floor (CPU)', 'load avg (max)', 'others\' CPU'], rows));
   out.push('x floor (CPU) = CPU per app of the stack, Temporal and the operator in the run / in the floor: the makespan ratio on a dedicated CPU-bound machine, free of the other load that varies between the two measurements');
+  out.push(`load avg = the 1-minute load average sampled every 2 s during that window (mean, and max); others' CPU = the share of the machine's ${String(m['cores'])} cores used by processes this benchmark does not measure`);
   if (floor) {
     out.push(`floor: create ${floor.apps} apps ${floor.createSeconds.toFixed(1)} s (${opts.createConcurrency} at a time) + read back & render ${floor.renderSeconds.toFixed(1)} s + apply ${floor.applies} children ${floor.applySeconds.toFixed(1)} s (${opts.applyConcurrency} apps at a time: ${(floor.applies / floor.applySeconds).toFixed(0)} applies/s) + until every Deployment available ${floor.availableSeconds.toFixed(1)} s = ${floor.makespanSeconds.toFixed(1)} s`);
   }
@@ -185,6 +195,20 @@ export function printReport(rep: Report): void {
 
   h('Memory: peak RSS per operator process (VmHWM / VmRSS sampled every 500 ms)');
   out.push(table(['run', 'process', 'RSS when ready MB', 'peak RSS MB', 'RSS at end MB'], runs.flatMap((r) => r.memory.map((mm) => [runLabel(r), mm.process, mm.readyRssMB, mm.peakRssMB, mm.endRssMB]))));
+  const moments = (mm: RunResult['memory'][number]): [string, MemorySnapshot | undefined][] => [['ready', mm.ready], ['all converged', mm.converged], ['highest RSS scraped', mm.peak]];
+  const memRows = runs.flatMap((r) => r.memory.flatMap((mm) => moments(mm).filter(([, x]) => x).map(([when, x]) => [
+    `${r.workers}w ${mm.process}`, when, x!.rssMB, `${fmt(x!.mainHeapUsedMB)} / ${fmt(x!.mainHeapTotalMB)}`, `${fmt(x!.workerThreadsHeapUsedMB)} / ${fmt(x!.workerThreadsHeapTotalMB)}`, x!.externalMB, x!.nativeAndOtherMB, x!.cachedWorkflows,
+  ])));
+  if (memRows.length) {
+    out.push('', 'Where it goes (from the process\'s /metrics, scraped every 5 s; MB):');
+    out.push(table(['process', 'when', 'RSS', 'main heap used / total', 'workflow thread heap used / total', 'external', 'native and other', 'cached workflows'], memRows));
+    out.push('native and other = RSS - both heaps (total) - external: the Temporal core SDK (Rust), compiled code, thread stacks and allocator slack');
+  }
+  if (rep.imports?.length) {
+    const base = rep.imports[0]!.rssMB;
+    out.push('', 'Importing the modules, each in a fresh process (RSS after import and a full GC; MB):');
+    out.push(table(['module', 'RSS', 'above node alone', 'heap used'], rep.imports.map((x, i) => [x.module, x.rssMB, i === 0 ? '-' : x.rssMB - base, x.heapUsedMB])));
+  }
 
   h('CPU by component, ms per app (from /proc; "others" = the rest of the machine: other people\'s work on a shared machine)');
   const comps = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator', 'bench', 'others'];

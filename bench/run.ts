@@ -11,6 +11,9 @@ import { down, kubectl } from '../stack/stack.ts';
 import { closeTemporal, kubeApi, temporalClient } from '../testkit/apps.ts';
 import { startRunStack, type RunStack } from '../testkit/stack.ts';
 import { ApiServer } from './apiserver.ts';
+import { stackPids } from './cpu.ts';
+import { LoadSampler } from './load.ts';
+import { importCosts } from './memory.ts';
 import type { Ctx } from './context.ts';
 import { runFloor } from './floor.ts';
 import { runOperator, type RunResult } from './operator-run.ts';
@@ -37,6 +40,7 @@ async function main(): Promise<number> {
   const pods = opts.apps * ((opts.floor ? 1 : 0) + runsCount) + runsCount * opts.promoteSample * 2;
   const nodes = Math.ceil(pods / 4000) + 1;
   const { machine, versions } = await setup();
+  const imports = await phase('memory: what importing the operator\'s modules costs (fresh processes)', () => importCosts());
   progress(`benchmark: ${command}`);
   progress(`machine: ${String(machine['cores'])} cores (${String(machine['cpu'])}), ${String(machine['memoryGiB'])} GiB; load average ${String(machine['loadAtStart'])}`);
   progress(`versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
@@ -93,7 +97,10 @@ async function main(): Promise<number> {
       await kubectl(info, ['apply', '-f', '-'], JSON.stringify({ apiVersion: 'networking.k8s.io/v1', kind: 'ServiceCIDR', metadata: { name: 'bench-services' }, spec: { cidrs: ['10.96.0.0/16'] } }));
     });
     api = await ApiServer.connect(info);
-    const ctx: Ctx = { opts, info, api, kube: await kubeApi(), temporal: await temporalClient(), bundleSource, logDir, cleanups };
+    const operatorPids: Ctx['operatorPids'] = [];
+    const load = new LoadSampler(() => [...stackPids(info), ...operatorPids], Number(machine['cores']));
+    cleanups.push(() => Promise.resolve(load.stop()));
+    const ctx: Ctx = { opts, info, api, kube: await kubeApi(), temporal: await temporalClient(), bundleSource, logDir, cleanups, load, operatorPids };
 
     const floor = opts.floor ? await runFloor(ctx) : null;
     if (floor) progress(`floor: ${floor.makespanSeconds.toFixed(1)} s from the first create to ${floor.apps} Deployments available`);
@@ -109,7 +116,7 @@ async function main(): Promise<number> {
       command, startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), machine, versions,
       code: { commit: git.commit, uncommitted: git.dirty, bundleSource },
       options: { ...opts, nodes }, definitions,
-      floor, runs, targets: targets(opts, runs, floor), files: [],
+      floor, runs, imports, targets: targets(opts, runs, floor), files: [],
     };
     const note = await writeResults(report, base, logDir);
     printReport(report);

@@ -74,7 +74,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))
     .addOption(new Option('--release-poll-seconds <s>', 'a running Release looks at its Applications this often besides the watcher\'s signals').env('RELEASE_POLL_SECONDS').argParser(int).default(30))
     .addOption(new Option('--resync-seconds <s>', 're-apply converged apps this often (0: only on events)').env('RESYNC_SECONDS').argParser(int).default(0))
-    .addOption(new Option('--coalesce-ms <ms>', 'events for one app within this window become one signal').env('COALESCE_MS').argParser(int).default(300))
+    .addOption(new Option('--coalesce-ms <ms>', 'an app\'s first event is signalled at once; later ones within this window of a signal become one more').env('COALESCE_MS').argParser(int).default(300))
     .addOption(new Option('--no-register-search-attributes', 'do not register the AppNamespace/AppName/AppPhase search attributes at start'))
     .addOption(new Option('--leader-elect [bool]', 'run the watcher only on the replica holding the Lease (workers run everywhere)').env('LEADER_ELECT').argParser(bool).default(false))
     .addOption(new Option('--lease-name <name>', 'name of the leader-election Lease').env('LEASE_NAME').default('application-operator-leader'))

@@ -1,4 +1,4 @@
-import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
 /** The operator's Prometheus metrics (the README's Operations section lists them); the Temporal worker's own are appended on /metrics. */
 export function createMetrics() {
@@ -30,6 +30,19 @@ export function createMetrics() {
       labelNames: ['outcome'] as const,
       buckets: [10, 30, 60, 120, 300, 600, 1800, 3600, 7200],
       registers: [registry],
+    }),
+    workerThreadsHeap: new Gauge({
+      name: 'application_operator_worker_threads_heap_bytes',
+      help: 'V8 heap of the worker threads (the Temporal worker runs workflow code in one): used and total, from a diagnostic report at each scrape',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+      collect() {
+        // The main thread's heap is in the process metrics; the threads' are only visible to a diagnostic report.
+        const report = process.report.getReport() as unknown as { workers?: { javascriptHeap?: { usedMemory?: number; totalMemory?: number } }[] };
+        const workers = report.workers ?? [];
+        this.set({ kind: 'used' }, workers.reduce((n, w) => n + (w.javascriptHeap?.usedMemory ?? 0), 0));
+        this.set({ kind: 'total' }, workers.reduce((n, w) => n + (w.javascriptHeap?.totalMemory ?? 0), 0));
+      },
     }),
     signals: new Counter({
       name: 'application_operator_watch_signals_total',

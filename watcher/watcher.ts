@@ -159,6 +159,11 @@ export class Watcher {
     if (reason) this.enqueue(`app:${appKey}`, reason, `${kind}/${obj.metadata.name}`);
   }
 
+  /**
+   * Queues a signal for `key`. The first event after a quiet spell goes out at once (a lone change should not wait);
+   * events within `coalesceMs` of the last signal become one more signal at the end of that window, the strongest
+   * reason winning, so a burst costs at most two.
+   */
   private enqueue(key: string, reason: ChangeReason, object?: string, opts: { signalOnly?: boolean } = {}): void {
     if (this.stopped) return;
     const p = this.pending.get(key);
@@ -171,8 +176,12 @@ export class Watcher {
     }
     const entry: Pending = { reason, attempts: 0, ...(object ? { object } : {}) };
     this.pending.set(key, entry);
-    entry.timer = setTimeout(() => this.markReady(key, opts.signalOnly ?? false), this.opts.coalesceMs);
+    const sinceLast = Date.now() - (this.lastSent.get(key) ?? 0);
+    entry.timer = setTimeout(() => this.markReady(key, opts.signalOnly ?? false), Math.max(0, this.opts.coalesceMs - sinceLast));
   }
+
+  /** When the last signal for each key went out (for coalescing); forgotten once the window has passed. */
+  private readonly lastSent = new Map<string, number>();
 
   private readonly signalOnly = new Set<string>();
 
@@ -202,6 +211,10 @@ export class Watcher {
     const signal: ChangeSignal = { reason: p.reason, ...(p.object ? { object: p.object } : {}) };
     // Taken off the map before the call so events that arrive meanwhile queue a new signal.
     this.pending.delete(key);
+    this.lastSent.set(key, Date.now());
+    setTimeout(() => {
+      if (Date.now() - (this.lastSent.get(key) ?? 0) >= this.opts.coalesceMs) this.lastSent.delete(key);
+    }, this.opts.coalesceMs).unref();
     const signalOnly = this.signalOnly.delete(key);
     const searchAttributes = [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }];
     try {

@@ -1,0 +1,64 @@
+// The watcher's coalescing, against a scripted API server and a recording Temporal client: a lone change is
+// signalled at once; a burst within the window becomes one more signal at its end, with the strongest reason.
+import type { Client } from '@temporalio/client';
+import assert from 'node:assert/strict';
+import type { ServerResponse } from 'node:http';
+import { describe, test } from 'node:test';
+import { API_VERSION, KIND } from '../../api/constants.ts';
+import { Kube } from '../../kube/client.ts';
+import { eventually } from '../../lib/poll.ts';
+import { createLogger } from '../../operator/log.ts';
+import { Watcher } from '../../watcher/watcher.ts';
+import type { ChangeSignal } from '../../workflows/contract.ts';
+import { fakeApiServer } from '../fixtures/fake-api-server.ts';
+
+const app = (generation: number, rv: number) => ({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'shop', namespace: 'ns', generation, resourceVersion: String(rv), uid: 'u1' } });
+
+describe('Watcher coalescing', () => {
+  test('the first change after a quiet spell is signalled at once; a burst within the window becomes one more signal', async () => {
+    let appWatch: ServerResponse | undefined;
+    const api = await fakeApiServer((_req, res, url) => {
+      res.setHeader('Content-Type', 'application/json');
+      const watch = url.searchParams.get('watch') === '1';
+      if (!watch) {
+        res.end(JSON.stringify({ items: url.pathname.endsWith('/applications') ? [app(1, 1)] : [], metadata: { resourceVersion: '1' } }));
+        return;
+      }
+      res.writeHead(200);
+      if (url.pathname.endsWith('/applications')) appWatch = res;
+    });
+    const signals: { at: number; signal: ChangeSignal }[] = [];
+    const temporal = {
+      workflow: {
+        signalWithStart: (_type: string, o: { signalArgs: [ChangeSignal] }) => {
+          signals.push({ at: Date.now(), signal: o.signalArgs[0] });
+          return Promise.resolve();
+        },
+      },
+    } as unknown as Client;
+    const windowMs = 3000;
+    const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: windowMs, log: createLogger('silent') });
+    try {
+      await watcher.start();
+      await eventually('the resync of the listed app', () => Promise.resolve(signals.length === 1 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.equal(signals[0]!.signal.reason, 'resync');
+      await eventually('watching', () => Promise.resolve(appWatch ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      // Quiet for a window; then a spec change goes out at once.
+      await new Promise((r) => setTimeout(r, windowMs));
+      const sent = Date.now();
+      appWatch!.write(`${JSON.stringify({ type: 'MODIFIED', object: app(2, 2) })}\n`);
+      await eventually('the spec change signalled', () => Promise.resolve(signals.length === 2 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.ok(signals[1]!.at - sent < windowMs / 2, `signalled ${signals[1]!.at - sent} ms after the event, not at the end of the window`);
+      // Two more changes right after: one signal, once the window since the last one has passed.
+      appWatch!.write(`${JSON.stringify({ type: 'MODIFIED', object: app(3, 3) })}\n`);
+      appWatch!.write(`${JSON.stringify({ type: 'MODIFIED', object: app(4, 4) })}\n`);
+      await eventually('the burst signalled', () => Promise.resolve(signals.length === 3 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.ok(signals[2]!.at - signals[1]!.at >= windowMs - 50, 'the burst waited for the window');
+      await new Promise((r) => setTimeout(r, windowMs));
+      assert.deepEqual(signals.map((s) => s.signal.reason), ['resync', 'spec', 'spec']);
+    } finally {
+      await watcher.stop();
+      await api.close();
+    }
+  });
+});
