@@ -69,6 +69,11 @@ export class Watcher {
     return this.informers.length > 0 && this.informers.every((i) => i.started);
   }
 
+  /** The Applications in the informers' caches (the metrics report running rollouts from them). */
+  applications(): Obj[] {
+    return this.informers.filter((i) => i.name.startsWith('applications')).flatMap((i) => i.informer.list());
+  }
+
   /** Signals waiting to be sent (for metrics and tests). */
   get backlog(): number {
     return this.pending.size;

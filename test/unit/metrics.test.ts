@@ -1,0 +1,80 @@
+// The metrics the dashboard and the alerts need beyond counters: the watcher's state and the rollouts still running,
+// read from the watcher's cache at scrape time. Table-driven over Applications as the API server returns them.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { createMetrics, runningRollouts, type WatcherView } from '../../operator/metrics.ts';
+
+const T0 = '2026-01-01T00:00:00Z';
+const T1 = '2026-01-01T00:05:00Z';
+
+/** An Application with a canary in its spec and, when given, status.canary. */
+function app(name: string, canary: Record<string, unknown> | undefined, spec: Record<string, unknown> = {}) {
+  return {
+    apiVersion: 'myapp.example.com/v1', kind: 'Application',
+    metadata: { name, namespace: 'prod', uid: `uid-${name}`, generation: 1 },
+    spec: { image: 'nginx:1.25', serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', ...spec } } },
+    ...(canary ? { status: { canary } } : {}),
+  };
+}
+
+describe('runningRollouts', () => {
+  const cases: { what: string; apps: unknown[]; expected: ReturnType<typeof runningRollouts> }[] = [
+    { what: 'no status yet', apps: [app('a', undefined)], expected: [] },
+    ...['Promoted', 'Aborted', 'RolledBack', 'Failed'].map((phase) => ({
+      what: `an outcome (${phase})`, apps: [app('a', { phase, version: 'v2', startedAt: T0 })], expected: [],
+    })),
+    {
+      what: 'a progressing rollout, with the default progressDeadline (30m)',
+      apps: [app('a', { phase: 'Progressing', version: 'v2', startedAt: T0, weight: 10 })],
+      expected: [{ labels: { namespace: 'prod', name: 'a', version: 'v2' }, phase: 'Progressing', startedAt: Date.parse(T0) / 1000, progressDeadlineSeconds: 1800 }],
+    },
+    {
+      what: 'a timed pause: its end too, and the spec\'s own deadline',
+      apps: [app('a', { phase: 'Paused', version: 'v2', startedAt: T0, pauseEndsAt: T1 }, { progressDeadline: '90s' })],
+      expected: [{
+        labels: { namespace: 'prod', name: 'a', version: 'v2' }, phase: 'Paused', startedAt: Date.parse(T0) / 1000,
+        progressDeadlineSeconds: 90, pauseEndsAt: Date.parse(T1) / 1000,
+      }],
+    },
+    {
+      what: 'a pause end left over from a phase that is not Paused is not a pause',
+      apps: [app('a', { phase: 'Aborting', version: 'v2', startedAt: T0, pauseEndsAt: T1 })],
+      expected: [{ labels: { namespace: 'prod', name: 'a', version: 'v2' }, phase: 'Aborting', startedAt: Date.parse(T0) / 1000, progressDeadlineSeconds: 1800 }],
+    },
+    { what: 'no start time: nothing to measure against', apps: [app('a', { phase: 'Progressing', version: 'v2' })], expected: [] },
+    { what: 'a spec that does not parse', apps: [{ ...app('a', { phase: 'Progressing', version: 'v2', startedAt: T0 }), spec: { image: '' } }], expected: [] },
+  ];
+  for (const c of cases) {
+    test(c.what, () => assert.deepEqual(runningRollouts(c.apps), c.expected));
+  }
+});
+
+describe('the watcher gauges', () => {
+  /** The registry's text for the metrics whose names start with `prefix`, without HELP and TYPE lines. */
+  const scrape = async (m: ReturnType<typeof createMetrics>, prefix: string) =>
+    (await m.registry.metrics()).split('\n').filter((l) => l.startsWith(prefix)).sort();
+
+  test('a process without a watcher (worker mode, or a standby replica) says so and reports no rollout', async () => {
+    const m = createMetrics();
+    assert.deepEqual(await scrape(m, 'application_operator_watcher_'), ['application_operator_watcher_running 0', 'application_operator_watcher_synced 0']);
+    assert.deepEqual(await scrape(m, 'application_operator_rollout_started'), []);
+  });
+
+  test('a watcher that has not listed yet, then has, with a rollout in a timed pause', async () => {
+    const m = createMetrics();
+    const view = { synced: false, apps: [] as unknown[], applications() { return this.apps; } };
+    m.readWatcher((): WatcherView => view);
+    assert.deepEqual(await scrape(m, 'application_operator_watcher_'), ['application_operator_watcher_running 1', 'application_operator_watcher_synced 0']);
+    view.synced = true;
+    view.apps = [app('a', { phase: 'Paused', version: 'v2', startedAt: T0, pauseEndsAt: T1 }), app('b', { phase: 'Promoted', version: 'v9', startedAt: T0 })];
+    assert.deepEqual(await scrape(m, 'application_operator_watcher_'), ['application_operator_watcher_running 1', 'application_operator_watcher_synced 1']);
+    assert.deepEqual(await scrape(m, 'application_operator_rollout_'), [
+      `application_operator_rollout_pause_end_timestamp_seconds{namespace="prod",name="a",version="v2"} ${Date.parse(T1) / 1000}`,
+      'application_operator_rollout_progress_deadline_seconds{namespace="prod",name="a",version="v2"} 1800',
+      `application_operator_rollout_started_timestamp_seconds{namespace="prod",name="a",version="v2",phase="Paused"} ${Date.parse(T0) / 1000}`,
+    ]);
+    // The rollout moved on: the series of its old phase goes, rather than lingering beside the new one.
+    view.apps = [app('a', { phase: 'Promoted', version: 'v2', startedAt: T0 })];
+    assert.deepEqual(await scrape(m, 'application_operator_rollout_'), []);
+  });
+});
