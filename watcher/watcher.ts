@@ -49,7 +49,7 @@ type Obj = KubernetesObject & { status?: unknown };
 export class Watcher {
   private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>;
   private readonly kube: Kube;
-  private readonly informers: { name: string; informer: Informer<Obj> & ObjectCache<Obj>; started: boolean; backoffMs: number; timer?: NodeJS.Timeout }[] = [];
+  private readonly informers: { name: string; informer: Informer<Obj> & ObjectCache<Obj>; started: boolean; errors: number; backoffMs: number; timer?: NodeJS.Timeout }[] = [];
   private readonly apps = new Map<string, Observation>();
   private readonly releases = new Map<string, Observation>();
   private readonly children = new Map<string, Observation>();
@@ -111,12 +111,13 @@ export class Watcher {
 
   private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void): void {
     const informer = makeInformer<Obj>(this.opts.kc, path, () => this.kube.listPath<Obj>(path, labelSelector), labelSelector);
-    const entry: (typeof this.informers)[number] = { name, informer, started: false, backoffMs: 1000 };
+    const entry: (typeof this.informers)[number] = { name, informer, started: false, errors: 0, backoffMs: 1000 };
     informer.on('add', (o) => { entry.backoffMs = 1000; handler('add', o); });
     informer.on('update', (o) => { entry.backoffMs = 1000; handler('update', o); });
     informer.on('delete', (o) => { entry.backoffMs = 1000; handler('delete', o); });
     informer.on('error', (err: unknown) => {
       if (this.stopped) return;
+      entry.errors++;
       const delay = entry.backoffMs;
       entry.backoffMs = Math.min(entry.backoffMs * 2, 30_000);
       this.opts.log.warn({ informer: name, err: errMessage(err), retryInMs: delay }, 'informer stopped; restarting');
@@ -129,9 +130,11 @@ export class Watcher {
   private async startInformer(entry: (typeof this.informers)[number]): Promise<void> {
     if (this.stopped) return;
     try {
-      // start() resolves even when its list fails (the error goes to the 'error' handler above).
+      // start() resolves even when its list fails (the error goes to the 'error' handler above, which restarts it):
+      // only a start without an error has listed, so only that one makes the watcher synced.
+      const errorsBefore = entry.errors;
       await entry.informer.start();
-      entry.started = true;
+      if (entry.errors === errorsBefore) entry.started = true;
     } catch (err) {
       this.opts.log.warn({ informer: entry.name, err: errMessage(err) }, 'informer failed to start');
     }
