@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { parseApplication, parseDuration } from '../api/application.ts';
-import { RolloutPhase, isTerminal } from '../api/constants.ts';
+import { ConditionType, Phase, RolloutPhase, isTerminal } from '../api/constants.ts';
 
 /**
  * What the metrics read from this process's watcher, when it runs one (the Lease holder, or every process without
@@ -11,6 +11,26 @@ export interface WatcherView {
   readonly synced: boolean;
   /** The Applications in the watcher's cache, as the API server sent them. */
   applications(): readonly unknown[];
+}
+
+interface StatusLike { metadata?: { name?: string; namespace?: string }; status?: { phase?: string; conditions?: { type: string; status: string; reason?: string }[] } }
+
+/** How many Applications are in each phase (status.phase; Unknown before the first status). */
+export function applicationsByPhase(apps: readonly unknown[]): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const app of apps as readonly StatusLike[]) {
+    const phase = app.status?.phase || 'Unknown';
+    counts.set(phase, (counts.get(phase) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** The Applications whose phase is Failed, with the reason of their InvalidSpec or Degraded condition. */
+export function failedApplications(apps: readonly unknown[]): { namespace: string; name: string; reason: string }[] {
+  return (apps as readonly StatusLike[]).filter((a) => a.status?.phase === Phase.Failed).map((a) => {
+    const why = [ConditionType.InvalidSpec, ConditionType.Degraded].map((t) => a.status?.conditions?.find((c) => c.type === t && c.status === 'True')).find(Boolean);
+    return { namespace: a.metadata?.namespace ?? '', name: a.metadata?.name ?? '', reason: why?.reason ?? '' };
+  });
 }
 
 /** A canary rollout that is not over, as its Application's status and spec tell it. */
@@ -57,7 +77,8 @@ export function createMetrics() {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'application_operator_process_' });
   let watcherView: () => WatcherView | undefined = () => undefined;
-  const rollouts = () => runningRollouts(watcherView()?.applications() ?? []);
+  const apps = () => watcherView()?.applications() ?? [];
+  const rollouts = () => runningRollouts(apps());
   const rolloutLabels = ['namespace', 'name', 'version'] as const;
   return {
     registry,
@@ -110,6 +131,26 @@ export function createMetrics() {
       registers: [registry],
       collect() {
         this.set(watcherView()?.synced ? 1 : 0);
+      },
+    }),
+    applications: new Gauge({
+      name: 'application_operator_applications',
+      help: 'Applications the watcher sees, by status.phase (Unknown before their first status)',
+      labelNames: ['phase'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const [phase, n] of applicationsByPhase(apps())) this.set({ phase }, n);
+      },
+    }),
+    applicationFailed: new Gauge({
+      name: 'application_operator_application_failed',
+      help: '1 for each Application in phase Failed, with the reason of its InvalidSpec or Degraded condition',
+      labelNames: ['namespace', 'name', 'reason'] as const,
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const f of failedApplications(apps())) this.set(f, 1);
       },
     }),
     rolloutStarted: new Gauge({

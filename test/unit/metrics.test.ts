@@ -2,7 +2,7 @@
 // read from the watcher's cache at scrape time. Table-driven over Applications as the API server returns them.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { createMetrics, runningRollouts, type WatcherView } from '../../operator/metrics.ts';
+import { applicationsByPhase, createMetrics, failedApplications, runningRollouts, type WatcherView } from '../../operator/metrics.ts';
 
 const T0 = '2026-01-01T00:00:00Z';
 const T1 = '2026-01-01T00:05:00Z';
@@ -49,6 +49,23 @@ describe('runningRollouts', () => {
   }
 });
 
+describe('applications by phase, and the failed ones', () => {
+  const withStatus = (name: string, status?: Record<string, unknown>) => ({ metadata: { name, namespace: 'prod' }, ...(status ? { status } : {}) });
+  const apps = [
+    withStatus('new'),
+    withStatus('ok', { phase: 'Running' }),
+    withStatus('ok2', { phase: 'Running' }),
+    withStatus('bad', { phase: 'Failed', conditions: [{ type: 'InvalidSpec', status: 'False', reason: 'ValidSpec' }, { type: 'Degraded', status: 'True', reason: 'ApplyFailed' }] }),
+    withStatus('worse', { phase: 'Failed', conditions: [{ type: 'InvalidSpec', status: 'True', reason: 'InvalidSpec' }, { type: 'Degraded', status: 'True', reason: 'InvalidSpec' }] }),
+  ];
+  test('counts each phase, Unknown before the first status', () => {
+    assert.deepEqual(Object.fromEntries(applicationsByPhase(apps)), { Unknown: 1, Running: 2, Failed: 2 });
+  });
+  test('names each failed Application with the reason its conditions give', () => {
+    assert.deepEqual(failedApplications(apps), [{ namespace: 'prod', name: 'bad', reason: 'ApplyFailed' }, { namespace: 'prod', name: 'worse', reason: 'InvalidSpec' }]);
+  });
+});
+
 describe('the watcher gauges', () => {
   /** The registry's text for the metrics whose names start with `prefix`, without HELP and TYPE lines. */
   const scrape = async (m: ReturnType<typeof createMetrics>, prefix: string) =>
@@ -58,6 +75,7 @@ describe('the watcher gauges', () => {
     const m = createMetrics();
     assert.deepEqual(await scrape(m, 'application_operator_watcher_'), ['application_operator_watcher_running 0', 'application_operator_watcher_synced 0']);
     assert.deepEqual(await scrape(m, 'application_operator_rollout_started'), []);
+    assert.deepEqual(await scrape(m, 'application_operator_application'), []);
   });
 
   test('a watcher that has not listed yet, then has, with a rollout in a timed pause', async () => {
@@ -68,6 +86,7 @@ describe('the watcher gauges', () => {
     view.synced = true;
     view.apps = [app('a', { phase: 'Paused', version: 'v2', startedAt: T0, pauseEndsAt: T1 }), app('b', { phase: 'Promoted', version: 'v9', startedAt: T0 })];
     assert.deepEqual(await scrape(m, 'application_operator_watcher_'), ['application_operator_watcher_running 1', 'application_operator_watcher_synced 1']);
+    assert.deepEqual(await scrape(m, 'application_operator_applications'), ['application_operator_applications{phase="Unknown"} 2']);
     assert.deepEqual(await scrape(m, 'application_operator_rollout_'), [
       `application_operator_rollout_pause_end_timestamp_seconds{namespace="prod",name="a",version="v2"} ${Date.parse(T1) / 1000}`,
       'application_operator_rollout_progress_deadline_seconds{namespace="prod",name="a",version="v2"} 1800',
