@@ -12,6 +12,12 @@ import {
 import type { RolloutPlan } from './rollout/plan.ts';
 import { canaryRolloutWorkflow } from './rollout/workflow.ts';
 import { appPhaseKey } from './search-attributes.ts';
+import { duration, run, waitFor } from './summary.ts';
+
+/** A reconcile pass's reasons as its history summary says them. */
+const reasonWords: Record<ChangeReason, string> = {
+  spec: 'spec changed', child: 'a child changed or was deleted', 'child-status': 'a Deployment\'s status changed', resync: 'resync', deleted: 'deleted',
+};
 
 // Back off from 100 ms to 1 min on API errors; a spec the API server rejects fails at once instead.
 // Activities heartbeat between API calls, so a worker killed mid-pass is noticed in seconds rather than minutes.
@@ -48,6 +54,10 @@ class ApplicationEntity {
   /** Key of the last rollout this run finished: never restarted by itself (an aborted canary stays aborted). */
   private lastRolloutKey: string | undefined;
   private publishedPhase: string | undefined;
+  /** Why the current pass runs and which children changed, for its activity's summary. */
+  private reasons: ChangeReason[] = [];
+  private objects: string[] = [];
+  private readonly pendingObjects = new Set<string>();
 
   constructor(input: ApplicationWorkflowInput) {
     this.input = input;
@@ -63,6 +73,7 @@ class ApplicationEntity {
 
   changed(reason: ChangeReason, object?: string): void {
     this.pending.add(reason);
+    if (object) this.pendingObjects.add(object);
     this.state.lastReason = reason;
     // A running rollout looks at once when one of its children changed: a hand edit of its routes, its Deployment
     // deleted, its pods becoming ready or not. It puts back what was taken and moves traffic off an empty canary.
@@ -92,7 +103,8 @@ class ApplicationEntity {
     if (this.pending.size === 0) {
       const wait = this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
       const woken = () => this.pending.size > 0 || this.rolloutFinished;
-      const timedOut = wait > 0 ? !(await condition(woken, wait * 1000)) : (await condition(woken), false);
+      const why = this.progressing ? 'the Deployment is rolling out: look again' : 'resync';
+      const timedOut = wait > 0 ? !(await waitFor(woken, wait * 1000, `${why} in ${duration(wait * 1000)}`)) : (await condition(woken), false);
       if (timedOut) this.pending.add(this.progressing ? 'child-status' : 'resync');
     }
     if (this.rolloutFinished) {
@@ -104,14 +116,19 @@ class ApplicationEntity {
     }
     const reasons = this.pending;
     this.pending = new Set();
-    return [...reasons].some((r) => r !== 'child-status');
+    this.reasons = [...reasons];
+    this.objects = [...this.pendingObjects];
+    this.pendingObjects.clear();
+    return this.reasons.some((r) => r !== 'child-status');
   }
 
   /** One reconcile pass; null when the activity reported a failure in status (then wait for the user to change something). */
   async reconcile(apply: boolean): Promise<ReconcileResult | null> {
     const { namespace, name } = this.state;
     try {
-      const result = await reconcileApplication({ namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: this.rollout !== undefined });
+      const why = [...this.reasons.map((r) => reasonWords[r]), ...this.objects].join(', ');
+      const summary = `${apply ? 'apply children' : 'read status'} (${why})`;
+      const result = await run(reconcileApplication, summary, { namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: this.rollout !== undefined });
       this.state.passes++;
       if (result.outcome === 'reconciled') {
         this.progressing = result.progressing ?? false;
@@ -165,7 +182,7 @@ class ApplicationEntity {
   async finalize(uid: string): Promise<boolean> {
     this.state.phase = 'Deleting';
     this.publish('Deleting: removing children, then releasing the finalizer');
-    const fin = await finalizeApplication({ namespace: this.state.namespace, name: this.state.name, uid });
+    const fin = await run(finalizeApplication, 'remove the children and release the finalizer', { namespace: this.state.namespace, name: this.state.name, uid });
     log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased });
     return this.pending.size > 0;
   }

@@ -8,7 +8,7 @@ import { controlSignals, controlUpdates, recheckSignal, rolloutQuery, rolloutWor
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
 import type { AnalysisMetric, PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
 import { eventually } from '../../lib/poll.ts';
-import { WorkflowTier, failure, gates, plan, sleep, type Recorder, type Script } from './stubs.ts';
+import { WorkflowTier, failure, gates, plan, sleep, summaryOf, type Recorder, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
 
@@ -51,6 +51,32 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.deepEqual(run.r.phases(), ['Progressing', 'Paused', 'Progressing', 'Promoting', 'Promoted']);
     const order = run.r.names().filter((n) => !['observeCanary', 'writeCanaryStatus'].includes(n));
     assert.deepEqual(order, ['prepareCanary', 'setCanaryRoute', 'setCanaryRoute', 'promoteStable', 'stableRolledOut', 'setCanaryRoute', 'removeCanary', 'finishCanarySpec']);
+  });
+
+  it('its history reads as the story: every activity and timer carries a summary', async () => {
+    // The pause outlasts its own status write even on a loaded machine, so its timer is in the history.
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 3000 }], gates: { ...gates, intervalMs: 60_000 } }));
+    await finish(run);
+    const summaries = ((await run.handle.fetchHistory()).events ?? []).map(summaryOf).filter((x) => x !== undefined);
+    const inOrder = [
+      /^status: Progressing at step 1\/2, 0%: creating canary v2 \(app:v2\)$/,
+      /^create canary v2 \(app:v2\) at 0%$/,
+      /^gate check at 0%$/,
+      /^set canary weight 20%$/,
+      /^paused at step 2\/2: pause ends in (\d+ms|[123]s)$/,
+      /^promote: the stable Deployment takes app:v2$/,
+      /^check that stable runs app:v2$/,
+      /^set canary weight 0%$/,
+      /^remove the canary$/,
+      /^switch the spec's canary off$/,
+      /^status: Promoted/,
+    ];
+    let from = 0;
+    for (const re of inOrder) {
+      const at = summaries.findIndex((x, i) => i >= from && re.test(x));
+      assert.ok(at >= 0, `a summary matching ${re} after #${from} in ${JSON.stringify(summaries, null, 1)}`);
+      from = at + 1;
+    }
   });
 
   it('a timed pause does not count against the progress deadline', async () => {
@@ -279,7 +305,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     });
     const result = await finish(run);
     assert.equal(result.phase, 'Promoted');
-    assert.ok(run.r.statuses.some((st) => /switching the stable Deployment to the canary image keeps failing \(5 attempts\): .*503/.test(st.message)), 'status said it kept failing');
+    assert.ok(run.r.statuses.some((st) => /"promote: the stable Deployment takes app:v2" keeps failing \(5 attempts\): .*503/.test(st.message)), 'status said it kept failing');
   });
 
   it('an abort is honoured while a forward step keeps failing', async () => {

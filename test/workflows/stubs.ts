@@ -2,6 +2,8 @@
 // activities replaced by recording stubs that answer from a script. No Kubernetes: the subject is the workflows'
 // logic (timers, signals, updates, compensation); the end-to-end tests stay the proof of the features.
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { defaultPayloadConverter } from '@temporalio/common';
+import proto from '@temporalio/proto';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
@@ -15,6 +17,9 @@ import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleasePlan } from '../../workflows/release/plan.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
+
+const EventType = proto.temporal.api.enums.v1.EventType;
+type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 
 /** What a scenario's stubs answer. */
 export interface Script {
@@ -262,10 +267,27 @@ export class WorkflowTier {
   }
 
   /** Replays a finished workflow's history with the same bundle: throws on any non-determinism. */
+  /** Replays the run's history on fresh workflow code (it must not diverge), and checks every activity and timer in it carries a summary. */
   async replay(handle: WorkflowHandle): Promise<void> {
     const history = await handle.fetchHistory();
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, handle.workflowId);
+    const missing = unsummarized(history);
+    if (missing.length) throw new Error(`${handle.workflowId}: history events without a summary: ${missing.join(', ')}`);
   }
+}
+
+/** The ActivityTaskScheduled and TimerStarted events of a history that carry no summary (as "#id EVENT_TYPE"). */
+export function unsummarized(history: proto.temporal.api.history.v1.IHistory): string[] {
+  return (history.events ?? [])
+    .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED || e.eventType === EventType.EVENT_TYPE_TIMER_STARTED)
+    .filter((e) => !summaryOf(e))
+    .map((e) => `#${String(e.eventId)} ${EventType[e.eventType ?? 0]}`);
+}
+
+/** The summary Temporal's UI shows for a history event, decoded; undefined when there is none. */
+export function summaryOf(event: HistoryEvent): string | undefined {
+  const payload = event.userMetadata?.summary;
+  return payload ? defaultPayloadConverter.fromPayload<string>(payload) || undefined : undefined;
 }
 
 /** Gates every 100 ms; three counted failures roll back; no start-up grace unless a scenario asks for one. */

@@ -3,6 +3,7 @@
 // earlier ones back, last first). Decisions are the pure functions of decide.ts; the cluster is reached only
 // through activities, by changing Applications' specs.
 import { CancellationScope, condition, getExternalWorkflowHandle, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import { duration, run, waitFor } from '../summary.ts';
 import { ReleaseAppPhase, ReleasePhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { AppObservation } from '../../activities/release.ts';
@@ -128,7 +129,7 @@ export class ReleaseEntity {
     this.state.applications = plan.waves.flatMap((w, i) => w.apps.map((a) => ({ name: a.name, wave: i + 1, phase: ReleaseAppPhase.Waiting, canaryVersion: a.canaryVersion })));
     await this.publish(ReleasePhase.Progressing, `claiming ${this.state.applications.length} Application(s)`);
 
-    const claim = await acts.claimApplications({ namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
+    const claim = await run(acts.claimApplications, `claim ${plan.waves.flatMap((w) => w.apps.map((a) => a.name)).join(', ')}`, { namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
     if (!claim.ok) {
       await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
       return;
@@ -158,7 +159,7 @@ export class ReleaseEntity {
     await this.publish(ReleasePhase.Progressing, `wave ${i + 1} (${wave.name}): starting the canaries of ${wave.apps.map((a) => a.name).join(', ')}`,
       { reason: 'ReleaseWaveStarted', type: 'Normal' });
     for (const a of wave.apps) {
-      await acts.startCanary({
+      await run(acts.startCanary, `wave ${i + 1}: start canary ${a.canaryVersion} of ${a.name}`, {
         namespace: this.state.namespace, release: this.state.name, app: a.name, canaryVersion: a.canaryVersion,
         ...(a.image ? { image: a.image } : {}), ...(wave.steps ? { steps: wave.steps } : {}), ...(wave.analysis ? { analysis: wave.analysis } : {}),
       });
@@ -181,7 +182,7 @@ export class ReleaseEntity {
       if (outcome.kind === 'failed') throw new Stop(ReleasePhase.RolledBack, outcome.message, outcome.app);
       this.throwIfStopped();
       await this.publish(this.state.pausedByUser ? ReleasePhase.Paused : ReleasePhase.Progressing, this.waveMessage(i, wave));
-      await this.nap(this.pollMs);
+      await this.nap(this.pollMs, `wave ${i + 1}: look again`);
     }
   }
 
@@ -197,7 +198,7 @@ export class ReleaseEntity {
     }
     const until = Date.now() + ms;
     await this.publish(ReleasePhase.Paused, `pausing ${Math.round(ms / 1000)} s before ${next} (a promote starts it now)`, { reason: 'ReleasePaused', type: 'Normal' });
-    await this.until(() => Date.now() >= until || this.promoteRequest !== undefined, until);
+    await this.until(() => Date.now() >= until || this.promoteRequest !== undefined, { at: until, why: `pause ${duration(ms)} before ${next}` });
   }
 
   private get waitingForPromote(): boolean {
@@ -222,12 +223,15 @@ export class ReleaseEntity {
       this.state.failedApplication = stop.app;
       this.app(stop.app).phase = ReleaseAppPhase.Failed;
     }
-    await this.publish(this.state.phase, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
+    const undoing = aborted ? ReleasePhase.Aborting : ReleasePhase.RollingBack;
+    await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
       { reason: aborted ? 'ReleaseAborting' : 'ReleaseRollingBack', type: 'Warning' });
     const running = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Progressing);
     // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
     const failed = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Failed);
-    for (const a of [...running, ...failed]) await acts.stopCanary({ namespace: this.state.namespace, app: a.name, canaryVersion: a.canaryVersion });
+    for (const a of [...running, ...failed]) {
+      await run(acts.stopCanary, `stop canary ${a.canaryVersion} of ${a.name}`, { namespace: this.state.namespace, app: a.name, canaryVersion: a.canaryVersion });
+    }
     await this.waitFor('the stopped canaries to end', running.map((a) => a.name), (o) => {
       const a = this.app(o.name);
       if (!stopped(o, a.canaryVersion)) return false;
@@ -237,8 +241,8 @@ export class ReleaseEntity {
     });
     for (const a of rollbackOrder(this.state.applications)) {
       if (!a.image || !a.previousImage) continue;
-      await this.publish(this.state.phase, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
-      await acts.revertApplication({ namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage });
+      await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
+      await run(acts.revertApplication, `revert ${a.name} to ${a.previousImage}`, { namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage });
       await this.waitFor(`${a.name} to run ${a.previousImage} again`, [a.name], (o) => reverted(o, a.previousImage!));
       a.phase = ReleaseAppPhase.Reverted;
       a.message = `back to ${a.previousImage}`;
@@ -262,7 +266,7 @@ export class ReleaseEntity {
   }
 
   private observe(apps: string[]): Promise<AppObservation[]> {
-    return acts.observeApplications({ namespace: this.state.namespace, apps });
+    return run(acts.observeApplications, `observe ${apps.join(', ')}`, { namespace: this.state.namespace, apps });
   }
 
   /** Keeps an Application's phase and message as its canary reports them. */
@@ -288,25 +292,25 @@ export class ReleaseEntity {
       left = seen.filter((o) => !done(o)).map((o) => o.name);
       if (!left.length) return;
       log.info(`waiting for ${what}`, { left });
-      await this.nap(Math.min(this.pollMs, 5000));
+      await this.nap(Math.min(this.pollMs, 5000), `waiting for ${what}: look again`);
     }
   }
 
-  /** Waits until `ok()`, honouring an abort or a deletion, and waking at `until` when given. */
-  private async until(ok: () => boolean, until?: number): Promise<void> {
+  /** Waits until `ok()`, honouring an abort or a deletion, and waking at `timer.at` when given (its timer says why). */
+  private async until(ok: () => boolean, timer?: { at: number; why: string }): Promise<void> {
     for (;;) {
       this.throwIfStopped();
       if (ok()) return;
       const seen = this.wakes;
-      if (until === undefined) await condition(() => this.wakes !== seen || ok());
-      else await condition(() => this.wakes !== seen || ok(), Math.max(1, until - Date.now()));
+      if (timer === undefined) await condition(() => this.wakes !== seen || ok());
+      else await waitFor(() => this.wakes !== seen || ok(), Math.max(1, timer.at - Date.now()), timer.why);
     }
   }
 
-  /** Sleeps up to ms, woken early by any request or change. */
-  private async nap(ms: number): Promise<void> {
+  /** Sleeps up to ms, woken early by any request or change; the timer reads `why` and when. */
+  private async nap(ms: number, why: string): Promise<void> {
     const seen = this.wakes;
-    await condition(() => this.wakes !== seen, ms);
+    await waitFor(() => this.wakes !== seen, ms, `${why} in ${duration(ms)}`);
   }
 
   private throwIfStopped(): void {
@@ -335,7 +339,7 @@ export class ReleaseEntity {
   }
 
   private async letGo(): Promise<void> {
-    await acts.releaseClaims({ namespace: this.state.namespace, release: this.state.name, apps: this.state.applications.map((a) => a.name) });
+    await run(acts.releaseClaims, 'let the Applications go', { namespace: this.state.namespace, release: this.state.name, apps: this.state.applications.map((a) => a.name) });
   }
 
   /** Status everywhere: the Release's status (only when it changed) and an Event, the UI's current details, the log. */
@@ -356,7 +360,7 @@ export class ReleaseEntity {
     const text = JSON.stringify(status);
     if (text === this.written && !event) return;
     log.info(`${phase}: ${message}`);
-    await acts.writeReleaseStatus({ namespace: s.namespace, name: s.name, status, ...(event ? { event: { ...event, message } } : {}) });
+    await run(acts.writeReleaseStatus, `status: ${phase}: ${message}`, { namespace: s.namespace, name: s.name, status, ...(event ? { event: { ...event, message } } : {}) });
     this.written = text;
   }
 }

@@ -1,4 +1,5 @@
 import { allHandlersFinished, condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { run } from '../summary.ts';
 import { ReleasePhase } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import { changedSignal, controlActions, controlSignals, releaseQuery, releaseUpdates, type ReleaseWorkflowInput } from '../contract.ts';
@@ -31,10 +32,10 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
   }
 
   for (;;) {
-    const read = await readRelease({ namespace: input.namespace, name: input.name });
+    const read = await run(readRelease, `read the Release ${input.namespace}/${input.name}`, { namespace: input.namespace, name: input.name });
     if (read.outcome === 'gone') return 'gone';
     if (read.outcome === 'deleting') {
-      await finalizeRelease({ namespace: input.namespace, name: input.name, uid: read.uid });
+      await run(finalizeRelease, 'release the finalizer', { namespace: input.namespace, name: input.name, uid: read.uid });
       return 'deleted';
     }
     if (read.outcome === 'invalid') {

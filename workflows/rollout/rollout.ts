@@ -2,7 +2,7 @@
 // a hold, promote, compensate), the control requests it accepts, and how it publishes itself. Decisions are the
 // pure functions of decide.ts; the cluster is reached only through activities.
 import {
-  ActivityFailure, ApplicationFailure, CancellationScope, condition, isCancellation, log, proxyActivities, setCurrentDetails,
+  ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log, proxyActivities, setCurrentDetails,
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
@@ -12,6 +12,7 @@ import type { ControlAction, ControlRequest, RolloutInput, RolloutResult, Rollou
 import { judge, keptVerdicts, tally, type AnalysisDecision, type MetricTally } from './analysis.ts';
 import { failureCounts, gateVerdict, interruption, noCanaryRoute, reachesCanary, routeAfterGate, sameRoute, type Interruption } from './decide.ts';
 import { describeMatch, describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
+import { duration, run, waitFor, type Summarizable } from '../summary.ts';
 
 /** Failures no retry can fix: the rollout acts on them at once. */
 export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded];
@@ -144,9 +145,9 @@ export class Rollout {
   /** Creates the canary at 0% and checks it once. */
   async start(): Promise<void> {
     await this.publish(RolloutPhase.Progressing, `creating canary ${this.plan.version} (${this.plan.image})`, Reason.CanaryStarted);
-    await this.persist('creating the canary', () => acts.prepareCanary({ ...this.ref, plan: this.plan }));
+    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at 0%`, acts.prepareCanary, { ...this.ref, plan: this.plan });
     this.createdAt = Date.now();
-    this.onUndo('remove the canary (100% stable, subset and Deployment removed)', () => acts.removeCanary(this.ref));
+    this.onUndo('remove the canary: all traffic to stable, subset and Deployment removed', acts.removeCanary, this.ref);
     await this.checkGate();
   }
 
@@ -219,18 +220,18 @@ export class Rollout {
     }
     const by = this.promoteRequest?.by ? ` by ${this.promoteRequest.by}` : '';
     await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
-    await this.persist('switching the stable Deployment to the canary image', () => acts.promoteStable({ ...this.ref, plan: this.plan }));
-    this.onUndo(`restore the stable image ${this.plan.stableImage}`, () => acts.restoreStableImage({ ...this.ref, plan: this.plan }));
+    await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
+    this.onUndo(`restore the stable image ${this.plan.stableImage}`, acts.restoreStableImage, { ...this.ref, plan: this.plan });
     for (;;) {
-      const stable = await this.persist('reading the stable Deployment', () => acts.stableRolledOut({ ...this.ref, image: this.plan.image }));
+      const stable = await this.call(`check that stable runs ${this.plan.image}`, acts.stableRolledOut, { ...this.ref, image: this.plan.image });
       if (stable.done) break;
       this.state.message = stable.message;
       // Between polls gates keep running and an abort is still honoured.
       await this.watch({ until: Date.now() + Math.min(this.plan.gates.intervalMs, 2000) });
     }
     await this.routeTo(noCanaryRoute);
-    await this.persist('removing the canary', () => acts.removeCanary(this.ref));
-    await this.persist('switching the spec\'s canary off', () => acts.finishCanarySpec({ ...this.ref, plan: this.plan }));
+    await this.call('remove the canary', acts.removeCanary, this.ref);
+    await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
     this.undos.length = 0;
     this.state.reason = Reason.CanaryPromoted;
     await this.publish(RolloutPhase.Promoted, `stable runs ${this.plan.image}; all traffic on stable, canary removed${by}`, Reason.CanaryPromoted);
@@ -274,13 +275,19 @@ export class Rollout {
     return { key: this.plan.key, phase: this.state.phase, message: this.state.message };
   }
 
-  private onUndo(what: string, run: () => Promise<unknown>): void {
-    this.undos.push({ what, run });
+  /** Registers the undo of a step that just succeeded: `activity`, summarized as `what`. */
+  private onUndo<A extends unknown[]>(what: string, activity: Summarizable<A, unknown>, ...args: A): void {
+    this.undos.push({ what, run: () => run(activity, what, ...args) });
+  }
+
+  /** One activity call whose history event reads `summary`, retried through persist() while it fails. */
+  private call<A extends unknown[], R>(summary: string, activity: Summarizable<A, R>, ...args: A): Promise<R> {
+    return this.persist(summary, () => run(activity, summary, ...args));
   }
 
   /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
   private async routeTo(r: CanaryRoute): Promise<void> {
-    await this.persist(`routing ${describeRoute(r)} to the canary`, () => acts.setCanaryRoute({ ...this.ref, version: this.plan.version, route: r }));
+    await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, version: this.plan.version, route: r });
     this.route = r;
     this.state.weight = r.weight;
     this.state.routing = describeExtras(r);
@@ -299,7 +306,7 @@ export class Rollout {
   private async checkGate(): Promise<void> {
     this.lastGateAt = Date.now();
     this.recheck = false;
-    const seen = await this.persist('checking the canary', () => acts.observeCanary({ ...this.ref, version: this.plan.version, route: this.route }));
+    const seen = await this.call(`gate check at ${describeRoute(this.route)}`, acts.observeCanary, { ...this.ref, version: this.plan.version, route: this.route });
     const { health } = seen;
     const verdict = gateVerdict(health, this.plan.gates);
     if (verdict.ok && !this.state.readySince) this.state.readySince = new Date(this.lastGateAt).toISOString();
@@ -330,7 +337,7 @@ export class Rollout {
     if (!health.exists || !seen.subset) {
       const what = !health.exists ? 'the canary Deployment is gone' : 'the DestinationRule lost the canary subset';
       await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`);
-      await this.persist('putting the canary back', () => acts.prepareCanary({ ...this.ref, plan: this.plan }));
+      await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
       // A new canary starts again: its start-up grace and failure count start over.
       this.createdAt = Date.now();
       this.state.readySince = undefined;
@@ -363,9 +370,15 @@ export class Rollout {
       const started = Date.now();
       // Analysis runs while requests reach the canary; with none, there is nothing to judge.
       const analysisAt = reachesCanary(this.route) ? this.lastAnalysisAt + analysisEvery : Infinity;
-      const wakeAt = Math.min(this.lastGateAt + gateEvery, analysisAt, opts.until ?? Infinity, pausing ? Infinity : this.deadline);
+      const wakes: [string, number][] = [
+        ['gate check', this.lastGateAt + gateEvery], ['analysis', analysisAt],
+        [opts.pause ? 'pause ends' : 'next look', opts.until ?? Infinity], ['progress deadline', pausing ? Infinity : this.deadline],
+      ];
+      const [what, wakeAt] = wakes.reduce((a, b) => (b[1] < a[1] ? b : a));
       const seen = this.requests;
-      if (!this.recheck) await condition(() => this.requests !== seen, Math.max(1, wakeAt - started));
+      const ms = Math.max(1, wakeAt - started);
+      const why = `${pausing ? 'paused' : 'waiting'} at step ${Math.min(this.state.step + 1, this.state.totalSteps)}/${this.state.totalSteps}: ${what} in ${duration(ms)}`;
+      if (!this.recheck) await waitFor(() => this.requests !== seen, ms, why);
       if (this.recheck || Date.now() >= this.lastGateAt + gateEvery) await this.checkGate();
       if (reachesCanary(this.route) && Date.now() >= this.lastAnalysisAt + analysisEvery) await this.analyse();
       // All of a paused iteration, checks included, is pause time.
@@ -386,9 +399,9 @@ export class Rollout {
     const analysis = this.state.analysis;
     if (!plan || !analysis) return;
     this.lastAnalysisAt = Date.now();
-    const answers = await this.persist('analysing the canary', () => acts.queryMetrics({
+    const answers = await this.call(`analysis at ${describeRoute(this.route)}: ${plan.metrics.map((m) => m.name).join(', ')}`, acts.queryMetrics, {
       ...this.ref, ...(plan.prometheusAddress ? { address: plan.prometheusAddress } : {}), queries: plan.metrics.map((m) => ({ name: m.name, query: m.query })),
-    }));
+    });
     const at = new Date(this.lastAnalysisAt).toISOString();
     const verdicts: AnalysisVerdict[] = plan.metrics.map((m) => judge(m, answers.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, at, this.route.weight));
     for (const v of verdicts) log.info(`analysis: ${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message}`, { query: v.query, weight: v.weight });
@@ -424,20 +437,20 @@ export class Rollout {
    * growing delay, so no retry is silent. A forward step gives way to an abort (the undos run instead); an undo
    * never gives up.
    */
-  private async persist<T>(what: string, run: () => Promise<T>, opts: { undo?: boolean } = {}): Promise<T> {
+  private async persist<T>(what: string, once: () => Promise<T>, opts: { undo?: boolean } = {}): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await run();
+        return await once();
       } catch (err) {
         if (isCancellation(err) || !(err instanceof ActivityFailure) || fatalFailures.includes(failureType(err) ?? '')) throw err;
         const delayMs = Math.min(2000 * 2 ** (attempt - 1), 60_000);
-        const message = `${what} keeps failing (${attempt * 5} attempts): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
+        const message = `"${what}" keeps failing (${attempt * 5} attempts): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
         log.warn(message);
         this.state.message = message;
         this.details();
         // Best effort: the API server this step needs may be what is failing.
-        await quiet.writeCanaryStatus(this.statusInput(this.state.phase, message)).catch(() => undefined);
-        const aborted = await condition(() => !opts.undo && this.abortRequest !== undefined, delayMs);
+        await run(quiet.writeCanaryStatus, `status: ${this.state.phase}: "${what}" keeps failing`, this.statusInput(this.state.phase, message)).catch(() => undefined);
+        const aborted = await waitFor(() => !opts.undo && this.abortRequest !== undefined, delayMs, `retry "${what}" in ${duration(delayMs)}`);
         if (aborted) this.throwIfInterrupted(false);
       }
     }
@@ -450,7 +463,8 @@ export class Rollout {
     log.info(`${phase}: ${message}`, { step: this.state.step, weight: this.state.weight });
     this.details();
     const input = { ...this.statusInput(phase, message), ...(event ? { event: { reason: event, message: `canary ${this.plan.version}: ${message}`, type } } : {}) };
-    await this.persist('writing status', () => acts.writeCanaryStatus(input), { undo: true });
+    const summary = `status: ${phase} at step ${Math.min(this.state.step + 1, this.state.totalSteps)}/${this.state.totalSteps}, ${describeRoute(this.route)}: ${message}`;
+    await this.persist(`status ${phase}`, () => run(acts.writeCanaryStatus, summary, input), { undo: true });
   }
 
   private details(): void {
