@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { parseApplication, parseDuration } from '../api/application.ts';
-import { ConditionType, Phase, RolloutPhase, isTerminal } from '../api/constants.ts';
+import { ConditionType, Phase, RolloutPhase, isTerminal, terminalRolloutPhases } from '../api/constants.ts';
+import { reasonStrength } from '../watcher/change.ts';
 
 /**
  * What the metrics read from this process's watcher, when it runs one (the Lease holder, or every process without
@@ -80,7 +81,7 @@ export function createMetrics() {
   const apps = () => watcherView()?.applications() ?? [];
   const rollouts = () => runningRollouts(apps());
   const rolloutLabels = ['namespace', 'name', 'version'] as const;
-  return {
+  const metrics = {
     registry,
     /** Lets the watcher gauges read this process's watcher (undefined while it runs none, e.g. a standby replica). */
     readWatcher(view: () => WatcherView | undefined): void {
@@ -184,6 +185,14 @@ export function createMetrics() {
       },
     }),
   };
+  // Every known label value has a series from the start: Prometheus sees no increase() in a counter whose first
+  // sample is already 1, so the first rollout of each outcome (often the only one) would not show otherwise.
+  for (const outcome of terminalRolloutPhases) {
+    metrics.rollouts.inc({ outcome }, 0);
+    metrics.rolloutDuration.zero({ outcome });
+  }
+  for (const reason of Object.keys(reasonStrength)) for (const result of ['ok', 'error']) metrics.signals.inc({ reason, result }, 0);
+  return metrics;
 }
 
 export type Metrics = ReturnType<typeof createMetrics>;

@@ -66,10 +66,23 @@ describe('applications by phase, and the failed ones', () => {
   });
 });
 
+describe('the counters', () => {
+  test('have a series at 0 for every outcome and signal reason from the start, so the first of each is an increase', async () => {
+    const text = await createMetrics().registry.metrics();
+    for (const outcome of ['Promoted', 'Aborted', 'RolledBack', 'Failed']) {
+      assert.match(text, new RegExp(`^application_operator_rollouts_total\\{outcome="${outcome}"\\} 0$`, 'm'));
+      assert.match(text, new RegExp(`^application_operator_rollout_duration_seconds_count\\{outcome="${outcome}"\\} 0$`, 'm'));
+    }
+    for (const reason of ['spec', 'child', 'child-status', 'deleted', 'resync']) {
+      assert.match(text, new RegExp(`^application_operator_watch_signals_total\\{reason="${reason}",result="error"\\} 0$`, 'm'));
+    }
+  });
+});
+
 describe('the watcher gauges', () => {
-  /** The registry's text for the metrics whose names start with `prefix`, without HELP and TYPE lines. */
+  /** The registry's text for the metrics whose names start with `prefix` (but the rollout duration's), without HELP and TYPE lines. */
   const scrape = async (m: ReturnType<typeof createMetrics>, prefix: string) =>
-    (await m.registry.metrics()).split('\n').filter((l) => l.startsWith(prefix)).sort();
+    (await m.registry.metrics()).split('\n').filter((l) => l.startsWith(prefix) && !l.startsWith('application_operator_rollout_duration')).sort();
 
   test('a process without a watcher (worker mode, or a standby replica) says so and reports no rollout', async () => {
     const m = createMetrics();
