@@ -48,6 +48,8 @@ export interface OperatorOptions {
   extraEnv?: Record<string, string>;
   /** Arguments for node itself before the program (e.g. --import of a probe). */
   nodeArgs?: string[];
+  /** Talk to this Temporal frontend instead of the run's (e.g. a dev server of the test's own with its UI on). */
+  temporalAddress?: string;
   /** Talk to the API server with this kubeconfig instead of the run's admin one (e.g. a ServiceAccount token). */
   kubeconfig?: string;
   /** Wait until /readyz says ready before returning (default); false returns once the process serves /healthz. */
@@ -68,7 +70,7 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
   const logFile = opts.logFile ?? join(tmpdir(), `operator-${taskQueue}${opts.logName ? `-${opts.logName}` : ''}.log`);
   const log = createWriteStream(logFile, { flags: 'a' });
   const args = [
-    `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
+    `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${opts.temporalAddress ?? env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
     `--task-queue=${taskQueue}`, `--namespaces=${opts.namespaces.join(',')}`, `--workflow-bundle=${env.workflowBundlePath}`,
     `--metrics-addr=127.0.0.1:${port}`, `--mode=${opts.mode ?? 'all'}`, '--no-register-search-attributes',
     ...(opts.flags ?? testFlags), ...(opts.extraArgs ?? []),
