@@ -47,96 +47,71 @@ const allValues = {
 };
 
 /**
- * A ServiceMonitor CRD of our own (the stack has no Prometheus Operator): only the fields the chart renders, from the
- * monitoring.coreos.com/v1 API, and no others, so that a misspelled field fails the dry run as it would for real.
+ * A Prometheus Operator CRD of our own (the stack has no Prometheus Operator), with `spec` holding only the fields of
+ * monitoring.coreos.com/v1 that the chart renders, and no others, so that a misspelled field fails the dry run as it
+ * would for real.
  */
-const serviceMonitorCrd = {
+const monitoringCrd = (kind: string, spec: Json) => ({
   apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
-  metadata: { name: 'servicemonitors.monitoring.coreos.com' },
+  metadata: { name: `${kind.toLowerCase()}s.monitoring.coreos.com` },
   spec: {
     group: 'monitoring.coreos.com', scope: 'Namespaced',
-    names: { kind: 'ServiceMonitor', listKind: 'ServiceMonitorList', plural: 'servicemonitors', singular: 'servicemonitor' },
-    versions: [{
-      name: 'v1', served: true, storage: true,
-      schema: {
-        openAPIV3Schema: {
-          type: 'object',
-          properties: {
-            spec: {
-              type: 'object', required: ['selector'],
-              properties: {
-                selector: { type: 'object', properties: { matchLabels: { type: 'object', additionalProperties: { type: 'string' } } } },
-                namespaceSelector: { type: 'object', properties: { matchNames: { type: 'array', items: { type: 'string' } } } },
-                endpoints: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    properties: {
-                      port: { type: 'string' },
-                      path: { type: 'string' },
-                      interval: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
-                      scrapeTimeout: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
-                      honorLabels: { type: 'boolean' },
-                    },
-                  },
-                },
-              },
-            },
-          },
-        },
-      },
-    }],
+    names: { kind, listKind: `${kind}List`, plural: `${kind.toLowerCase()}s`, singular: kind.toLowerCase() },
+    versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec } } } }],
   },
-};
+});
 
-/** A PrometheusRule CRD of our own, like the ServiceMonitor's: the monitoring.coreos.com/v1 fields of a rule file. */
-const prometheusRuleCrd = {
-  apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
-  metadata: { name: 'prometheusrules.monitoring.coreos.com' },
-  spec: {
-    group: 'monitoring.coreos.com', scope: 'Namespaced',
-    names: { kind: 'PrometheusRule', listKind: 'PrometheusRuleList', plural: 'prometheusrules', singular: 'prometheusrule' },
-    versions: [{
-      name: 'v1', served: true, storage: true,
-      schema: {
-        openAPIV3Schema: {
-          type: 'object',
-          properties: {
-            spec: {
-              type: 'object',
+const serviceMonitorCrd = monitoringCrd('ServiceMonitor', {
+  type: 'object', required: ['selector'],
+  properties: {
+    selector: { type: 'object', properties: { matchLabels: { type: 'object', additionalProperties: { type: 'string' } } } },
+    namespaceSelector: { type: 'object', properties: { matchNames: { type: 'array', items: { type: 'string' } } } },
+    endpoints: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          port: { type: 'string' },
+          path: { type: 'string' },
+          interval: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
+          scrapeTimeout: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
+          honorLabels: { type: 'boolean' },
+        },
+      },
+    },
+  },
+});
+
+const prometheusRuleCrd = monitoringCrd('PrometheusRule', {
+  type: 'object',
+  properties: {
+    groups: {
+      type: 'array',
+      items: {
+        type: 'object', required: ['name'],
+        properties: {
+          name: { type: 'string', minLength: 1 },
+          interval: { type: 'string' },
+          rules: {
+            type: 'array',
+            items: {
+              type: 'object', required: ['expr'],
               properties: {
-                groups: {
-                  type: 'array',
-                  items: {
-                    type: 'object', required: ['name'],
-                    properties: {
-                      name: { type: 'string', minLength: 1 },
-                      interval: { type: 'string' },
-                      rules: {
-                        type: 'array',
-                        items: {
-                          type: 'object', required: ['expr'],
-                          properties: {
-                            alert: { type: 'string' },
-                            record: { type: 'string' },
-                            expr: { 'x-kubernetes-int-or-string': true },
-                            for: { type: 'string', pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$' },
-                            labels: { type: 'object', additionalProperties: { type: 'string' } },
-                            annotations: { type: 'object', additionalProperties: { type: 'string' } },
-                          },
-                        },
-                      },
-                    },
-                  },
-                },
+                alert: { type: 'string' },
+                record: { type: 'string' },
+                expr: { 'x-kubernetes-int-or-string': true },
+                for: { type: 'string', pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$' },
+                labels: { type: 'object', additionalProperties: { type: 'string' } },
+                annotations: { type: 'object', additionalProperties: { type: 'string' } },
               },
             },
           },
         },
       },
-    }],
+    },
   },
-};
+});
+
 const ourCrds = [serviceMonitorCrd, prometheusRuleCrd];
 
 /** An object read with kubectl (our JSON client knows only the kinds the operator uses), or null. */
