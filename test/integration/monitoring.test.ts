@@ -165,8 +165,7 @@ describe('dashboards and alerts, on the stack\'s Prometheus scraping a real oper
     }));
     await waitCanaryPhase(ns.name, 'stuck', 'Progressing');
     await worker.stop('SIGKILL');
-    await waitFiring('ApplicationOperatorNoWorkerPolling', { task_queue: worker.taskQueue, poller_type: 'workflow_task' });
-    await waitFiring('ApplicationOperatorNoWorkerPolling', { task_queue: worker.taskQueue, poller_type: 'activity_task' });
+    await waitFiring('ApplicationOperatorNoWorkerPolling', { task_queue: worker.taskQueue });
     await waitFiring('ApplicationRolloutPastDeadline', { namespace: ns.name, name: 'stuck', version: 'v2', phase: 'Progressing' }, 90_000);
     assert.deepEqual(await firing('ApplicationRolloutPastDeadline', { namespace: ns.name, name: 'paused' }), [], 'time in a pause does not count against the deadline');
     await notePanelData();
