@@ -2,7 +2,7 @@
 // with the rollback of the earlier waves when a canary fails, one control for all, conflicts refused, and deletions.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { appStatus } from '../../client/control.ts';
+import { appStatus, control } from '../../client/control.ts';
 import { controlRelease } from '../../client/release.ts';
 import { RELEASE_ANNOTATION } from '../../api/constants.ts';
 import { readRouteWeights } from '../../render/istio.ts';
@@ -44,7 +44,7 @@ describe('Releases', () => {
   const s = operatorSuite('release');
 
   before(async () => {
-    for (const name of ['backend', 'web', 'mobile', 'api', 'shop', 'cart', 'pay', 'mail', 'solo', 'taken', 'busy', 'doomed', 'left', 'right', 'vanish', 'keep']) {
+    for (const name of ['backend', 'web', 'mobile', 'api', 'shop', 'cart', 'pay', 'mail', 'solo', 'taken', 'busy', 'doomed', 'left', 'right', 'vanish', 'keep', 'north', 'south']) {
       await applyAsUser(meshApp(s.ns, name));
     }
     for (const name of ['backend', 'web', 'mobile']) await waitForPhase(s.ns, name, 'Running');
@@ -107,6 +107,22 @@ describe('Releases', () => {
     await assertRunsStable(s.ns, 'left', 'registry.example/left:1.0');
     assert.equal((await getApp(s.ns, 'right'))!.status?.canary?.phase, undefined, 'wave 2 never started');
     await assert.rejects(controlRelease(client, 'abort', s.ns, 'stopped'), /abort rejected: the release is Aborted: nothing to abort/);
+  });
+
+  it('an Application\'s own controls work inside a wave: one canary promoted early, another aborted, which rolls the release back', async () => {
+    await applyAsUser(release(s.ns, 'mixed', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'north', canaryVersion: '2.0' }, { name: 'south', canaryVersion: '2.0' }] }] }));
+    for (const name of ['north', 'south']) await waitForObject(`${name} waits for a promote`, () => getApp(s.ns, name), (a) => a?.status?.canary?.phase === 'Paused', 90_000);
+    const client = await temporalClient();
+    await control(client, 'promote', s.ns, 'north');
+    await waitForObject('north promoted by its own control', () => getApp(s.ns, 'north'), (a) => a?.status?.canary?.phase === 'Promoted', 90_000);
+    const waiting = await waitRelease(s.ns, 'mixed', (r) => r.status?.applications?.find((a: Json) => a.name === 'north')?.phase === 'Promoted', 'north counted as promoted');
+    assert.equal(waiting.status.phase, 'Progressing', 'the wave still waits for south');
+    await control(client, 'abort', s.ns, 'south', 'bad latency');
+    const rel = await waitRelease(s.ns, 'mixed', phaseIs('RolledBack'), 'RolledBack');
+    assert.equal(rel.status.failedApplication, 'south');
+    assert.match(rel.status.message, /canary 2\.0 of south Aborted/);
+    await assertRunsStable(s.ns, 'north', 'registry.example/north:1.0');
+    await assertRunsStable(s.ns, 'south', 'registry.example/south:1.0');
   });
 
   it('conflicts are refused with a status message: a missing Application, one in another running Release, one running its own canary', async () => {
