@@ -2,17 +2,16 @@
 // mid-release, and its rollback survives a SIGKILL too. Each release must end exactly where it would have without
 // the faults: every wave promoted once, in order (or the earlier waves put back), every route on stable.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { RELEASE_ANNOTATION } from '../../api/constants.ts';
 import { readRouteWeights } from '../../render/istio.ts';
 import { startServer, stopServer, unreadyImage } from '../../stack/stack.ts';
 import { rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { virtualService } from '../../testkit/canary.ts';
 import { ownStack } from '../../testkit/env.ts';
-import { recordRoutes } from '../../testkit/routes.ts';
-import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
 
 const meshApp = (ns: string, name: string) => appManifest(ns, name, {
   image: `registry.example/${name}:1.0`, replicas: 1,
@@ -47,72 +46,62 @@ async function rolloutRuns(ns: string, app: string): Promise<number> {
 }
 
 describe('releases survive crashes', () => {
-  let ns: { name: string; cleanup: () => Promise<void> };
-  let op: OperatorProcess;
-  let routes: ReturnType<typeof recordRoutes>;
+  const s = operatorSuite('release-crash', { routes: true });
 
   before(async () => {
-    ns = await testNamespace('release-crash');
-    op = await startOperator({ namespaces: [ns.name] });
-    routes = recordRoutes(ns.name);
-    for (const name of ['orders', 'web', 'mobile', 'api', 'cart']) await applyAsUser(meshApp(ns.name, name));
-    for (const name of ['orders', 'web', 'mobile', 'api', 'cart']) await waitForPhase(ns.name, name, 'Running');
-  });
-  after(async () => {
-    await op?.stop();
-    await closeTemporal();
-    await ns?.cleanup();
+    for (const name of ['orders', 'web', 'mobile', 'api', 'cart']) await applyAsUser(meshApp(s.ns, name));
+    for (const name of ['orders', 'web', 'mobile', 'api', 'cart']) await waitForPhase(s.ns, name, 'Running');
   });
 
   it('SIGKILL mid-wave 1, then a Temporal server restart mid-wave 2: every wave is promoted once, in order', async () => {
     const stack = await ownStack();
     const steps = [{ setWeight: 50 }, { pause: { duration: '6s' } }];
-    await applyAsUser(release(ns.name, 'launch', {
+    await applyAsUser(release(s.ns, 'launch', {
       steps, pauseBetweenWaves: { duration: '2s' },
       waves: [{ name: 'backend', applications: [{ name: 'orders', canaryVersion: '2.0' }] }, { name: 'frontends', applications: [{ name: 'web', canaryVersion: '2.0' }, { name: 'mobile', canaryVersion: '2.0' }] }],
     }));
 
-    await waitRelease(ns.name, 'launch', 'wave 1 mid-pause', midWave(1, 'orders'));
-    await op.stop('SIGKILL');
+    await waitRelease(s.ns, 'launch', 'wave 1 mid-pause', midWave(1, 'orders'));
+    await s.op.stop('SIGKILL');
     await sleep(3000);
-    await op.restart();
+    await s.op.restart();
 
-    await waitRelease(ns.name, 'launch', 'wave 2 mid-pause', midWave(2, 'web'));
+    await waitRelease(s.ns, 'launch', 'wave 2 mid-pause', midWave(2, 'web'));
     await closeTemporal();
     await stopServer(stack, 'temporal', 'SIGKILL');
     await sleep(2000);
     await startServer(stack, 'temporal');
 
-    const rel = await waitRelease(ns.name, 'launch', 'Promoted', (r) => r.status?.phase === 'Promoted', 240_000);
+    const rel = await waitRelease(s.ns, 'launch', 'Promoted', (r) => r.status?.phase === 'Promoted', 240_000);
     assert.deepEqual(rel.status.applications.map((a: Json) => `${a.wave}:${a.name}:${a.phase}`), ['1:orders:Promoted', '2:web:Promoted', '2:mobile:Promoted']);
     for (const name of ['orders', 'web', 'mobile']) {
-      await assertRunsStable(ns.name, name, `registry.example/${name}:2.0`);
-      assert.equal(await rolloutRuns(ns.name, name), 1, `${name}'s canary ran once`);
+      await assertRunsStable(s.ns, name, `registry.example/${name}:2.0`);
+      assert.equal(await rolloutRuns(s.ns, name), 1, `${name}'s canary ran once`);
     }
     // Wave 2 started only after wave 1 was promoted: its canaries' rollouts began after orders' ended.
-    const orders = (await getApp(ns.name, 'orders'))!;
-    const web = (await getApp(ns.name, 'web'))!;
+    const orders = (await getApp(s.ns, 'orders'))!;
+    const web = (await getApp(s.ns, 'web'))!;
     assert.ok(Date.parse(web.status.canary.startedAt) > Date.parse(orders.status.canary.startedAt), 'wave 2 after wave 1');
   });
 
   it('SIGKILL during the rollback of a failed wave 2: wave 1 is still put back and the release ends RolledBack', async () => {
-    await applyAsUser(release(ns.name, 'bad', {
+    await applyAsUser(release(s.ns, 'bad', {
       steps: [{ setWeight: 50 }, { pause: { duration: '1s' } }],
       waves: [{ applications: [{ name: 'api', canaryVersion: '2.0' }] }, { applications: [{ name: 'cart', canaryVersion: 'broken', image: unreadyImage }] }],
     }));
-    await waitRelease(ns.name, 'bad', 'rolling back', (r) => r.status?.phase === 'RollingBack' || r.status?.phase === 'RolledBack');
-    await op.stop('SIGKILL');
+    await waitRelease(s.ns, 'bad', 'rolling back', (r) => r.status?.phase === 'RollingBack' || r.status?.phase === 'RolledBack');
+    await s.op.stop('SIGKILL');
     await sleep(2000);
-    await op.restart();
-    const rel = await waitRelease(ns.name, 'bad', 'RolledBack', (r) => r.status?.phase === 'RolledBack', 240_000);
+    await s.op.restart();
+    const rel = await waitRelease(s.ns, 'bad', 'RolledBack', (r) => r.status?.phase === 'RolledBack', 240_000);
     assert.equal(rel.status.failedApplication, 'cart');
     assert.deepEqual(Object.fromEntries(rel.status.applications.map((a: Json) => [a.name, a.phase])), { api: 'Reverted', cart: 'Failed' });
-    await assertRunsStable(ns.name, 'api', 'registry.example/api:1.0');
-    await assertRunsStable(ns.name, 'cart', 'registry.example/cart:1.0');
+    await assertRunsStable(s.ns, 'api', 'registry.example/api:1.0');
+    await assertRunsStable(s.ns, 'cart', 'registry.example/cart:1.0');
   });
 
   it('through all of it, every VirtualService summed to 100 and never routed to a canary without ready pods', async () => {
-    const { seen, violations } = await routes.stop();
+    const { seen, violations } = await s.routes.stop();
     assert.ok(seen >= 10, `observed ${seen} VirtualService versions`);
     assert.deepEqual(violations, []);
   });
