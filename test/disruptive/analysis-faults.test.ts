@@ -3,10 +3,9 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { rolloutHistory } from '../../client/history.ts';
 import { startServer, stopServer } from '../../stack/stack.ts';
-import { appManifest, applyAsUser, getApp, temporalClient, waitForObject, type Json } from '../../testkit/apps.ts';
-import { assertPromoted, waitCanaryPhase } from '../../testkit/canary.ts';
+import { appManifest, applyAsUser, getApp, waitForObject, type Json } from '../../testkit/apps.ts';
+import { assertPromoted, finishedRollout, waitCanaryPhase } from '../../testkit/canary.ts';
 import { ownStack } from '../../testkit/env.ts';
 import { meshMetricsSuite } from '../fixtures/istio-exporter.ts';
 
@@ -46,8 +45,8 @@ describe('analysis under faults', () => {
       await startServer(stack, 'prometheus');
     }
     await assertPromoted(s.ns, 'blind', 'nginx:v2', 180_000);
-    const [history] = await rolloutHistory(await temporalClient(), s.ns, 'blind');
-    const at = (re: RegExp) => history!.entries.find((e) => re.test(e.text))?.at ?? '';
+    const history = await finishedRollout(s.ns, 'blind');
+    const at = (re: RegExp) => history.entries.find((e) => re.test(e.text))?.at ?? '';
     assert.ok(at(/analysis answers again/) !== '', 'the history tells the recovery');
     assert.ok(at(/^Promoting:/) > at(/analysis answers again/), 'promoted only after the analysis could see again');
   });

@@ -3,10 +3,9 @@
 // operator's analysis queries Prometheus through the built-in templates.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { rolloutHistory } from '../../client/history.ts';
 import { readRouteWeights } from '../../render/istio.ts';
-import { appManifest, applyAsUser, getApp, kube, temporalClient, waitForObject, type Json } from '../../testkit/apps.ts';
-import { assertPromoted, assertSteadyState, virtualService, waitCanaryPhase } from '../../testkit/canary.ts';
+import { appManifest, applyAsUser, getApp, kube, waitForObject, type Json } from '../../testkit/apps.ts';
+import { assertPromoted, assertSteadyState, finishedRollout, virtualService, waitCanaryPhase } from '../../testkit/canary.ts';
 import { meshMetricsSuite } from '../fixtures/istio-exporter.ts';
 
 const healthy = { rps: 20, errorRate: 0, latencyMs: 40 };
@@ -35,7 +34,7 @@ describe('canary analysis on the real Prometheus', () => {
     assert.deepEqual(verdict.range, { min: 95 });
     assert.match(verdict.query, new RegExp(`destination_workload_namespace="${s.ns}", destination_workload="good-canary"`));
     await assertPromoted(s.ns, 'good', 'nginx:v2');
-    const [history] = await rolloutHistory(await temporalClient(), s.ns, 'good');
+    const history = await finishedRollout(s.ns, 'good');
     assert.equal(history?.outcome?.phase, 'Promoted');
     assert.ok(history.entries.some((e) => e.kind === 'analysis' && /^success-rate: pass: 100 is within the minimum 95/.test(e.text)), 'history tells the verdicts');
     assert.ok(history.entries.some((e) => e.kind === 'analysis' && /^latency: pass: .* is within the maximum 500/.test(e.text)));
@@ -57,7 +56,7 @@ describe('canary analysis on the real Prometheus', () => {
       assert.deepEqual({ ...readRouteWeights(await virtualService(s.ns, bad.name)) }, { stable: 100, canary: 0, total: 100, headerRoute: false, mirror: 0 });
       const events = await kube(['-n', s.ns, 'get', 'events', '--field-selector', `involvedObject.uid=${app.metadata.uid}`, '-o', 'jsonpath={.items[*].reason}']);
       assert.match(events, /CanaryRolledBack/);
-      const [history] = await rolloutHistory(await temporalClient(), s.ns, bad.name);
+      const history = await finishedRollout(s.ns, bad.name);
       assert.equal(history?.outcome?.phase, 'RolledBack');
       assert.ok(history.entries.some((e) => e.kind === 'analysis' && /: fail: /.test(e.text)), 'the failing verdict is in the history');
       assert.ok(!history.entries.some((e) => e.kind === 'route' && /routed 50%/.test(e.text)), 'traffic never moved past the first step');
@@ -71,8 +70,8 @@ describe('canary analysis on the real Prometheus', () => {
       analysis: { interval: '3s', metrics: [{ name: 'latency', template: 'request-duration', thresholdRange: { max: 500 } }, { name: 'errors-dry', template: 'request-success-rate', thresholdRange: { min: 99 }, failureLimit: 1, dryRun: true }] },
     }));
     await assertPromoted(s.ns, 'dry', 'nginx:v2');
-    const [history] = await rolloutHistory(await temporalClient(), s.ns, 'dry');
-    assert.ok(history!.entries.some((e) => e.kind === 'analysis' && /^errors-dry \(dry run\): fail: 50 is below the minimum 99/.test(e.text)), 'recorded as failing');
+    const history = await finishedRollout(s.ns, 'dry');
+    assert.ok(history.entries.some((e) => e.kind === 'analysis' && /^errors-dry \(dry run\): fail: 50 is below the minimum 99/.test(e.text)), 'recorded as failing');
   });
 
   it('header and mirror steps produce VirtualServices the Istio CRDs accept, and an abort removes them', async () => {
