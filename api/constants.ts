@@ -84,6 +84,10 @@ export const ReleasePhase = {
   Pending: 'Pending',
   Progressing: 'Progressing',
   Paused: 'Paused',
+  /** Stopping the canaries and putting the earlier waves back, after an abort... */
+  Aborting: 'Aborting',
+  /** ...or after a canary failed. */
+  RollingBack: 'RollingBack',
   Promoted: 'Promoted',
   Aborted: 'Aborted',
   RolledBack: 'RolledBack',

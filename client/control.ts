@@ -121,13 +121,8 @@ async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () =
     const pollers = taskQueue === undefined ? undefined : await client.workflowService.describeTaskQueue({
       namespace: client.options.namespace, taskQueue: { name: taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
     }).then((r) => r.pollers ?? [], () => undefined);
-    // Nobody took the query in time, whatever the server remembers of earlier pollers. The client's deadline ends the
-    // call as CANCELLED (the SDK cancels it), a server-side one as DEADLINE_EXCEEDED.
-    const timedOut = grpcCodes(err).some((c) => c === grpcCancelled || c === grpcDeadlineExceeded);
-    if (pollers?.length === 0 || timedOut) {
-      const seen = pollers?.map((p) => p.lastAccessTime?.seconds).filter((t) => t !== undefined && t !== null).map(Number).sort().at(-1);
-      const what = pollers?.length === 0 ? `no worker is polling task queue "${taskQueue}"`
-        : `no worker answered within ${queryDeadlineMs / 1000} s on task queue "${taskQueue}"${seen ? ` (a worker last polled at ${new Date(seen * 1000).toISOString()})` : ''}`;
+    const what = noWorker(err, taskQueue ?? '?', pollers?.map((p) => Number(p.lastAccessTime?.seconds ?? 0)).filter((t) => t > 0));
+    if (what) {
       throw new Error(`${what}, so the workflow ${handle.workflowId} cannot answer: is the operator running? `
         + 'Check its pods (kubectl -n <operator namespace> get pods), its log, and its /readyz; the Temporal address and namespace it uses must match this command\'s.', { cause: err });
     }
@@ -135,8 +130,25 @@ async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () =
   }
 }
 
+/**
+ * Why a failed query means no worker answered, or undefined when it failed for another reason. `pollers` are the
+ * last poll times (epoch seconds) the server remembers on the workflow task queue (undefined: it could not tell).
+ * Three ways it shows: the server knows no poller; the server refuses at once (FAILED_PRECONDITION, "no poller
+ * seen for task queue recently"); or nobody took the query before the deadline (the client's deadline ends the
+ * call as CANCELLED, a server-side one as DEADLINE_EXCEEDED), whatever the server remembers of earlier pollers.
+ */
+export function noWorker(err: unknown, taskQueue: string, pollers: number[] | undefined): string | undefined {
+  const codes = grpcCodes(err);
+  const last = pollers?.length ? ` (a worker last polled at ${new Date(Math.max(...pollers) * 1000).toISOString()})` : '';
+  if (pollers?.length === 0) return `no worker is polling task queue "${taskQueue}"`;
+  if (codes.includes(grpcFailedPrecondition) && /no poller/i.test(causeMessages(err))) return `no worker is polling task queue "${taskQueue}"${last}`;
+  if (codes.some((c) => c === grpcCancelled || c === grpcDeadlineExceeded)) return `no worker answered within ${queryDeadlineMs / 1000} s on task queue "${taskQueue}"${last}`;
+  return undefined;
+}
+
 const grpcCancelled = 1;
 const grpcDeadlineExceeded = 4;
+const grpcFailedPrecondition = 9;
 
 /** The gRPC status codes anywhere in an error's cause chain (the SDK wraps the transport's error once or twice). */
 function grpcCodes(err: unknown): number[] {

@@ -101,6 +101,7 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
   /** A replica waiting for the Lease: its watcher is not needed to be ready. */
   let standby = false;
   let stopping: Promise<void> | undefined;
+  metrics.readWatcher(() => watcher);
   const retrying = <T>(what: string, connect: () => Promise<T>) =>
     connectWithRetry(cfg, log, what, connect, (w) => { waitingFor = w; }, () => stopping !== undefined);
 

@@ -408,7 +408,7 @@ export async function startServer(info: StackInfo, name: ServerName, print: (l: 
   const t0 = Date.now();
   const pid = startDetached(spec);
   spec.pid = pid;
-  await saveStack(info);
+  await saveServerPid(info, name, pid);
   const pki = await loadPki(info.stateDir);
   const opts = { pid, log: spec.log };
   switch (name) {
@@ -453,7 +453,19 @@ export async function stopServer(info: StackInfo, name: ServerName, signal: Node
   const spec = info.servers[name];
   if (spec.pid) await stopPid(spec.pid, spec.command, signal);
   delete spec.pid;
-  await saveStack(info);
+  await saveServerPid(info, name, undefined);
+}
+
+/**
+ * Records one server's pid in the state file, leaving the rest of the file as it is now: another process (a test
+ * that restarts another server) may have changed it since `info` was read.
+ */
+async function saveServerPid(info: StackInfo, name: ServerName, pid: number | undefined): Promise<void> {
+  const current = (await readStack(info.stateDir)) ?? info;
+  const spec = current.servers[name];
+  if (pid === undefined) delete spec.pid;
+  else spec.pid = pid;
+  await saveStack(current);
 }
 
 /** The default StorageClass: the controller manager's hostPath provisioner creates (and on release deletes) a volume per claim. */

@@ -8,13 +8,13 @@ import { startRunStack, type RunStack } from '../testkit/stack.ts';
 
 const root = resolve(import.meta.dirname, '..');
 const args = process.argv.slice(2);
-// Disruptive tests restart shared servers, so they run after the rest, one file at a time.
-const phases: { patterns: string[]; concurrency: string }[] = args.length
-  ? [{ patterns: args, concurrency: process.env['TEST_CONCURRENCY'] ?? '3' }]
-  : [
-    { patterns: ['test/unit/**/*.test.ts', 'test/workflows/**/*.test.ts', 'test/integration/**/*.test.ts'], concurrency: process.env['TEST_CONCURRENCY'] ?? '3' },
-    { patterns: ['test/disruptive/**/*.test.ts'], concurrency: '1' },
-  ];
+// Disruptive tests restart shared servers, so they run after the rest, one file at a time; chosen files too.
+const disruptive = (p: string) => p.includes('test/disruptive/');
+const chosen = args.length ? args : ['test/unit/**/*.test.ts', 'test/workflows/**/*.test.ts', 'test/integration/**/*.test.ts', 'test/disruptive/**/*.test.ts'];
+const phases: { patterns: string[]; concurrency: string }[] = [
+  { patterns: chosen.filter((p) => !disruptive(p)), concurrency: process.env['TEST_CONCURRENCY'] ?? '3' },
+  { patterns: chosen.filter(disruptive), concurrency: '1' },
+].filter((ph) => ph.patterns.length > 0);
 
 async function main(): Promise<number> {
   const needsStack = phases.some((ph) => ph.patterns.some((p) => !p.startsWith('test/unit')));

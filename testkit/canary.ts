@@ -2,8 +2,10 @@
 // DestinationRule's subsets and the canary Deployment.
 import assert from 'node:assert/strict';
 import { ISTIO_API_VERSION, canaryName } from '../api/constants.ts';
+import { rolloutHistory, type RolloutHistory } from '../client/history.ts';
+import { eventually } from '../lib/poll.ts';
 import { readRouteWeights } from '../render/istio.ts';
-import { getApp, getDeployment, getObject, waitForObject, waitForPhase, type Json } from './apps.ts';
+import { getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from './apps.ts';
 
 export const virtualService = (ns: string, name: string) => getObject(ISTIO_API_VERSION, 'VirtualService', ns, name);
 export const destinationRule = (ns: string, name: string) => getObject(ISTIO_API_VERSION, 'DestinationRule', ns, name);
@@ -19,6 +21,18 @@ export async function waitWeights(ns: string, name: string, canary: number, time
 /** Waits until status.canary.phase is `phase`; returns the Application. */
 export async function waitCanaryPhase(ns: string, name: string, phase: string, timeoutMs = 90_000): Promise<Json> {
   return (await waitForObject(`${name} canary phase ${phase}`, () => getApp(ns, name), (a) => a?.status?.canary?.phase === phase, timeoutMs))!;
+}
+
+/**
+ * The history of the Application's latest rollout once its workflow has ended. Status says Promoted or RolledBack a
+ * moment before the workflow records its result, so a history read at once may not have its outcome yet.
+ */
+export async function finishedRollout(ns: string, name: string, timeoutMs = 30_000): Promise<RolloutHistory> {
+  const client = await temporalClient();
+  return eventually(`the history of ${name}'s rollout to end`, async () => {
+    const [latest] = await rolloutHistory(client, ns, name);
+    return latest?.outcome ? latest : undefined;
+  }, { timeoutMs });
 }
 
 /** The steady state after a rollout ends: all traffic on stable (read back), no canary subset, no canary Deployment. */

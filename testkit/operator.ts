@@ -48,6 +48,8 @@ export interface OperatorOptions {
   extraEnv?: Record<string, string>;
   /** Arguments for node itself before the program (e.g. --import of a probe). */
   nodeArgs?: string[];
+  /** Talk to this Temporal frontend instead of the run's (e.g. a dev server of the test's own with its UI on). */
+  temporalAddress?: string;
   /** Talk to the API server with this kubeconfig instead of the run's admin one (e.g. a ServiceAccount token). */
   kubeconfig?: string;
   /** Wait until /readyz says ready before returning (default); false returns once the process serves /healthz. */
@@ -63,21 +65,25 @@ export interface OperatorOptions {
 export async function startOperator(opts: OperatorOptions): Promise<OperatorProcess> {
   const env = await testEnv();
   const taskQueue = opts.taskQueue ?? `test-${randomUUID()}`;
-  const port = await freePort();
-  const metricsUrl = `http://127.0.0.1:${port}`;
+  // The port is the kernel's free one at the time, but another process may take it before the operator binds it
+  // (an outgoing connection's ephemeral port, another test's operator): then start() moves to a fresh one.
+  let port = await freePort();
+  const metricsUrl = () => `http://127.0.0.1:${port}`;
   const logFile = opts.logFile ?? join(tmpdir(), `operator-${taskQueue}${opts.logName ? `-${opts.logName}` : ''}.log`);
   const log = createWriteStream(logFile, { flags: 'a' });
   const args = [
-    `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
+    `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${opts.temporalAddress ?? env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
     `--task-queue=${taskQueue}`, `--namespaces=${opts.namespaces.join(',')}`, `--workflow-bundle=${env.workflowBundlePath}`,
-    `--metrics-addr=127.0.0.1:${port}`, `--mode=${opts.mode ?? 'all'}`, '--no-register-search-attributes',
+    '--metrics-addr', `--mode=${opts.mode ?? 'all'}`, '--no-register-search-attributes',
     ...(opts.flags ?? testFlags), ...(opts.extraArgs ?? []),
   ];
   let child: ChildProcess | undefined;
   const exited = (c: ChildProcess) => c.exitCode !== null || c.signalCode !== null;
   const tail = async () => (await readFile(logFile, 'utf8').catch(() => '')).slice(-3000);
 
-  const start = async () => {
+  const metricsAt = args.indexOf('--metrics-addr');
+  const start = async (attempt = 1): Promise<void> => {
+    args[metricsAt] = `--metrics-addr=127.0.0.1:${port}`;
     child = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(root, 'bin', 'application-operator.ts'), 'run', ...args], {
       cwd: root, env: { ...process.env, ...opts.extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -88,12 +94,16 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
     try {
       await eventually(`operator ${probe === 'readyz' ? 'ready' : 'serving'}`, async () => {
         if (exited(c)) throw new StopPolling(`operator exited with ${c.exitCode ?? c.signalCode}; log: ${logFile}\n${await tail()}`);
-        const r = await fetch(`${metricsUrl}/${probe}`).catch(() => null);
+        const r = await fetch(`${metricsUrl()}/${probe}`).catch(() => null);
         return r?.ok ? true : undefined;
       }, { timeoutMs: opts.readyTimeoutMs ?? 60_000 });
     } catch (err) {
       // Not left running behind a failed start.
       if (!exited(c)) c.kill('SIGKILL');
+      if (attempt < 3 && exited(c) && `${String(err)}${await tail()}`.includes(`EADDRINUSE: address already in use 127.0.0.1:${port}`)) {
+        port = await freePort();
+        return start(attempt + 1);
+      }
       throw err;
     }
   };
@@ -110,9 +120,10 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
 
   await start();
   return {
-    taskQueue, metricsUrl, logFile, args, stop, restart: start,
+    taskQueue, logFile, args, stop, restart: () => start(),
+    get metricsUrl() { return metricsUrl(); },
     logs: () => readFile(logFile, 'utf8'),
-    isReady: async () => (await fetch(`${metricsUrl}/readyz`).catch(() => null))?.ok === true,
+    isReady: async () => (await fetch(`${metricsUrl()}/readyz`).catch(() => null))?.ok === true,
     pid: () => (child && !exited(child) ? child.pid : undefined),
     assertAlive: async () => {
       if (child && exited(child)) throw new Error(`operator (pid ${child.pid}) exited with ${child.exitCode ?? child.signalCode}; log ${logFile}:\n${await tail()}`);

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { API_VERSION, FINALIZER, KIND, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND } from '../api/constants.ts';
+import { API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND } from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
 import { collectionPath } from '../kube/resources.ts';
@@ -56,6 +56,8 @@ export class Watcher {
   private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>;
   private readonly informers: { name: string; reflector: Reflector }[] = [];
   private readonly apps = new Map<string, Observation>();
+  /** namespace/name -> metricsView of the Application (the reflectors keep no whole objects). */
+  private readonly appViews = new Map<string, unknown>();
   private readonly releases = new Map<string, Observation>();
   private readonly children = new Map<string, Observation>();
   private readonly pending = new Map<string, Pending>();
@@ -71,6 +73,11 @@ export class Watcher {
   /** True once every collection has been listed once: the watcher has seen every Application. */
   get synced(): boolean {
     return this.informers.length > 0 && this.informers.every((i) => i.reflector.synced);
+  }
+
+  /** The Applications as last seen, cut down to what the metrics read (operator/metrics.ts: phases, failures, rollouts). */
+  applications(): unknown[] {
+    return [...this.appViews.values()];
   }
 
   /** Signals waiting to be sent (for metrics and tests). */
@@ -121,8 +128,13 @@ export class Watcher {
     const key = keyOf(obj);
     const now = observe(KIND, obj);
     const before = this.apps.get(key);
-    if (type === 'delete') this.apps.delete(key);
-    else this.apps.set(key, now);
+    if (type === 'delete') {
+      this.apps.delete(key);
+      this.appViews.delete(key);
+    } else {
+      this.apps.set(key, now);
+      this.appViews.set(key, metricsView(obj));
+    }
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
     if (reason) this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete' });
@@ -293,4 +305,18 @@ function keyOf(obj: Obj): string {
 
 function errMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * What the metrics need of an Application: its name, phase and conditions, and the whole object only while a
+ * rollout runs (its deadline is in the spec). A few hundred bytes per Application instead of the object.
+ */
+export function metricsView(obj: Obj): unknown {
+  const status = (obj.status ?? {}) as { phase?: string; conditions?: { type: string; status: string; reason?: string }[]; canary?: { phase?: string } };
+  const canaryPhase = status.canary?.phase;
+  if (canaryPhase && !isTerminal(canaryPhase)) return obj;
+  return {
+    metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace },
+    status: { phase: status.phase, conditions: status.conditions?.filter((c) => c.status === 'True').map((c) => ({ type: c.type, status: c.status, reason: c.reason })) },
+  };
 }

@@ -1,15 +1,13 @@
 // Disruptive: canary analysis while Prometheus is stopped and the operator is SIGKILLed. Inconclusive is never a
 // pass, a hold survives a crash, and so does a metric's failure streak.
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { rolloutHistory } from '../../client/history.ts';
-import { addScrapeTarget, removeScrapeTarget, startServer, stopServer } from '../../stack/stack.ts';
-import { appManifest, applyAsUser, closeTemporal, getApp, temporalClient, testNamespace, waitForObject, type Json } from '../../testkit/apps.ts';
-import { assertPromoted, waitCanaryPhase } from '../../testkit/canary.ts';
+import { startServer, stopServer } from '../../stack/stack.ts';
+import { appManifest, applyAsUser, getApp, waitForObject, type Json } from '../../testkit/apps.ts';
+import { assertPromoted, finishedRollout, waitCanaryPhase } from '../../testkit/canary.ts';
 import { ownStack } from '../../testkit/env.ts';
-import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
-import { IstioExporter } from '../fixtures/istio-exporter.ts';
+import { meshMetricsSuite } from '../fixtures/istio-exporter.ts';
 
 const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, name, {
   image: 'nginx:1.25', replicas: 1,
@@ -17,45 +15,28 @@ const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, na
 });
 
 describe('analysis under faults', () => {
-  let ns: { name: string; cleanup: () => Promise<void> };
-  let op: OperatorProcess;
-  const exporter = new IstioExporter();
-  const job = `istio-faults-${process.pid}`;
-
-  before(async () => {
-    ns = await testNamespace('anfaults');
-    await exporter.start();
-    await addScrapeTarget(await ownStack(), { job, targets: [`127.0.0.1:${exporter.port}`] });
-    op = await startOperator({ namespaces: [ns.name] });
-  });
-  after(async () => {
-    await op?.stop();
-    await closeTemporal();
-    await removeScrapeTarget(await ownStack(), job).catch(() => undefined);
-    await exporter.stop();
-    await ns?.cleanup();
-  });
+  const { s, exporter } = meshMetricsSuite('anfaults');
 
   it('Prometheus stopped: inconclusive, the rollout holds and says so, the hold survives a SIGKILL; Prometheus back: it completes, never promoted blind', async () => {
     const stack = await ownStack();
-    exporter.set(ns.name, 'blind-canary', { rps: 20, errorRate: 0, latencyMs: 30 });
-    await applyAsUser(canaryApp(ns.name, 'blind', {
+    exporter.set(s.ns, 'blind-canary', { rps: 20, errorRate: 0, latencyMs: 30 });
+    await applyAsUser(canaryApp(s.ns, 'blind', {
       steps: [{ setWeight: 20 }, { setWeight: 50 }, { pause: { duration: '2s' } }],
       analysis: { interval: '2s', metrics: [{ name: 'success-rate', template: 'request-success-rate', thresholdRange: { min: 95 }, inconclusiveLimit: 2 }] },
     }));
-    await waitForObject('a passing verdict at 20%', () => getApp(ns.name, 'blind'),
+    await waitForObject('a passing verdict at 20%', () => getApp(s.ns, 'blind'),
       (a) => (a?.status?.canary?.analysis ?? []).some((v: Json) => v.result === 'pass' && v.weight === 20), 90_000);
     await stopServer(stack, 'prometheus');
     try {
-      const held = await waitForObject('held: analysis inconclusive', () => getApp(ns.name, 'blind'),
+      const held = await waitForObject('held: analysis inconclusive', () => getApp(s.ns, 'blind'),
         (a) => a?.status?.canary?.phase === 'Paused' && /analysis inconclusive, holding: success-rate inconclusive 2 times in a row: Prometheus at .* unreachable/.test(a.status.canary.message), 60_000);
       assert.equal(held!.spec.image, 'nginx:1.25', 'not promoted while blind');
       const weight = held!.status.canary.weight;
-      await op.stop('SIGKILL');
+      await s.op.stop('SIGKILL');
       await sleep(3000);
-      await op.restart();
+      await s.op.restart();
       await sleep(6000);
-      const still = await getApp(ns.name, 'blind');
+      const still = await getApp(s.ns, 'blind');
       assert.equal(still!.status.canary.phase, 'Paused', 'the hold survived the crash');
       assert.match(still!.status.canary.message, /analysis inconclusive/);
       assert.equal(still!.status.canary.weight, weight, 'no traffic moved while blind');
@@ -63,25 +44,25 @@ describe('analysis under faults', () => {
     } finally {
       await startServer(stack, 'prometheus');
     }
-    await assertPromoted(ns.name, 'blind', 'nginx:v2', 180_000);
-    const [history] = await rolloutHistory(await temporalClient(), ns.name, 'blind');
-    const at = (re: RegExp) => history!.entries.find((e) => re.test(e.text))?.at ?? '';
+    await assertPromoted(s.ns, 'blind', 'nginx:v2', 180_000);
+    const history = await finishedRollout(s.ns, 'blind');
+    const at = (re: RegExp) => history.entries.find((e) => re.test(e.text))?.at ?? '';
     assert.ok(at(/analysis answers again/) !== '', 'the history tells the recovery');
     assert.ok(at(/^Promoting:/) > at(/analysis answers again/), 'promoted only after the analysis could see again');
   });
 
   it('the operator SIGKILLed between failing analyses: the failure streak survives (rolled back at failureLimit, not later)', async () => {
-    exporter.set(ns.name, 'streak-canary', { rps: 20, errorRate: 0.3, latencyMs: 30 });
-    await applyAsUser(canaryApp(ns.name, 'streak', {
+    exporter.set(s.ns, 'streak-canary', { rps: 20, errorRate: 0.3, latencyMs: 30 });
+    await applyAsUser(canaryApp(s.ns, 'streak', {
       steps: [{ setWeight: 20 }, { pause: {} }],
       analysis: { interval: '4s', metrics: [{ name: 'success-rate', template: 'request-success-rate', thresholdRange: { min: 95 }, failureLimit: 3, inconclusiveLimit: 10 }] },
     }));
-    await waitForObject('a first failing verdict', () => getApp(ns.name, 'streak'),
+    await waitForObject('a first failing verdict', () => getApp(s.ns, 'streak'),
       (a) => (a?.status?.canary?.analysis ?? []).some((v: Json) => v.result === 'fail'), 90_000);
-    await op.stop('SIGKILL');
+    await s.op.stop('SIGKILL');
     await sleep(1000);
-    await op.restart();
-    const app = await waitCanaryPhase(ns.name, 'streak', 'RolledBack', 90_000);
+    await s.op.restart();
+    const app = await waitCanaryPhase(s.ns, 'streak', 'RolledBack', 90_000);
     assert.match(app.status.canary.message, /analysis failed: success-rate 3 times in a row/);
     const fails = (app.status.canary.analysis as Json[]).filter((v) => v.result === 'fail');
     assert.equal(fails.length, 3, `rolled back at the third failure in a row, counting the one before the crash (verdicts: ${JSON.stringify(app.status.canary.analysis.map((v: Json) => v.result))})`);

@@ -1,17 +1,16 @@
 // Canary rollouts end to end: a real operator, real Istio CRDs, kwok pods (an unready image for the bad canary).
 import { Worker } from '@temporalio/worker';
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
 import { control, formatRollout } from '../../client/control.ts';
 import { applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, kube, temporalClient, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, getApp, getDeployment, kube, temporalClient, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { assertSteadyState, destinationRule, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
-import { recordRoutes } from '../../testkit/routes.ts';
 import { workflowBundle } from '../../testkit/env.ts';
-import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
 const gates = { interval: '1s', failureThreshold: 3, initialDelay: '2s' };
@@ -22,135 +21,122 @@ const meshApp = (ns: string, name: string, canary?: Json) => appManifest(ns, nam
 const drOf = destinationRule;
 
 describe('canary rollouts', () => {
-  let ns: { name: string; cleanup: () => Promise<void> };
-  let op: OperatorProcess;
-  let routes: ReturnType<typeof recordRoutes>;
-
-  before(async () => {
-    ns = await testNamespace('canary');
-    op = await startOperator({ namespaces: [ns.name] });
-    routes = recordRoutes(ns.name);
-  });
-  after(async () => {
-    await op?.stop();
-    await closeTemporal();
-    await ns?.cleanup();
-  });
+  const s = operatorSuite('canary', { routes: true });
 
   it('seed flow: weight 20 splits traffic 80/20; a Temporal signal promotes; the CR is left consistent', async () => {
-    await apply(meshApp(ns.name, 'seed'));
-    await waitForPhase(ns.name, 'seed', 'Running');
-    await apply(meshApp(ns.name, 'seed', { enabled: true, canaryVersion: 'v2', weight: 20 }));
-    await waitWeights(ns.name, 'seed', 20);
-    const canary = await getDeployment(ns.name, 'seed-canary');
+    await apply(meshApp(s.ns, 'seed'));
+    await waitForPhase(s.ns, 'seed', 'Running');
+    await apply(meshApp(s.ns, 'seed', { enabled: true, canaryVersion: 'v2', weight: 20 }));
+    await waitWeights(s.ns, 'seed', 20);
+    const canary = await getDeployment(s.ns, 'seed-canary');
     assert.equal(canary!.spec.template.metadata.labels.version, 'v2');
     assert.equal(canary!.spec.template.spec.containers[0].image, 'nginx:v2');
-    const dr = await drOf(ns.name, 'seed');
+    const dr = await drOf(s.ns, 'seed');
     assert.deepEqual(dr!.spec.subsets.map((s: Json) => [s.name, s.labels.version]), [['stable', 'stable'], ['canary', 'v2']]);
-    const paused = await waitCanaryPhase(ns.name, 'seed', 'Paused');
+    const paused = await waitCanaryPhase(s.ns, 'seed', 'Paused');
     assert.equal(paused.status.canary.weight, 20);
 
     const client = await temporalClient();
-    await client.workflow.getHandle(rolloutWorkflowId(ns.name, 'seed')).signal('promote');
-    const done = await waitCanaryPhase(ns.name, 'seed', 'Promoted');
+    await client.workflow.getHandle(rolloutWorkflowId(s.ns, 'seed')).signal('promote');
+    const done = await waitCanaryPhase(s.ns, 'seed', 'Promoted');
     assert.equal(done.spec.image, 'nginx:v2', 'the spec now says what runs');
     assert.equal(done.spec.serviceMesh.canary.enabled, false);
-    await assertSteadyState(ns.name, 'seed');
-    const stable = await getDeployment(ns.name, 'seed');
+    await assertSteadyState(s.ns, 'seed');
+    const stable = await getDeployment(s.ns, 'seed');
     assert.equal(stable!.spec.template.spec.containers[0].image, 'nginx:v2');
     // No later reconcile reverts the promotion.
-    await kube(['-n', ns.name, 'annotate', 'application', 'seed', 'touch=1']);
+    await kube(['-n', s.ns, 'annotate', 'application', 'seed', 'touch=1']);
     await sleep(1500);
-    assert.equal((await getDeployment(ns.name, 'seed'))!.spec.template.spec.containers[0].image, 'nginx:v2');
-    assert.equal(await getDeployment(ns.name, 'seed-canary'), null);
+    assert.equal((await getDeployment(s.ns, 'seed'))!.spec.template.spec.containers[0].image, 'nginx:v2');
+    assert.equal(await getDeployment(s.ns, 'seed-canary'), null);
     // The promote switched the spec's canary off; the Application's workflow must take that in its stride.
-    const parent = await client.workflow.getHandle(applicationWorkflowId(ns.name, 'seed')).describe();
+    const parent = await client.workflow.getHandle(applicationWorkflowId(s.ns, 'seed')).describe();
     assert.equal(parent.status.name, 'RUNNING');
   });
 
   it('abort restores all traffic to stable (read back), removes the canary, says who, and does not restart', async () => {
-    await apply(meshApp(ns.name, 'abort', { enabled: true, canaryVersion: 'v3', weight: 30 }));
-    await waitWeights(ns.name, 'abort', 30);
-    await waitCanaryPhase(ns.name, 'abort', 'Paused');
-    await control(await temporalClient(), 'pause', ns.name, 'abort');
-    await assert.rejects(control(await temporalClient(), 'pause', ns.name, 'abort'), /pause rejected: the rollout is already paused/);
-    const outcome = await control(await temporalClient(), 'abort', ns.name, 'abort', 'bad metrics');
+    await apply(meshApp(s.ns, 'abort', { enabled: true, canaryVersion: 'v3', weight: 30 }));
+    await waitWeights(s.ns, 'abort', 30);
+    await waitCanaryPhase(s.ns, 'abort', 'Paused');
+    await control(await temporalClient(), 'pause', s.ns, 'abort');
+    await assert.rejects(control(await temporalClient(), 'pause', s.ns, 'abort'), /pause rejected: the rollout is already paused/);
+    const outcome = await control(await temporalClient(), 'abort', s.ns, 'abort', 'bad metrics');
     assert.equal(outcome.state?.key, 'v3|nginx:v3');
     assert.equal(outcome.state?.phase, 'Aborting', 'the reply shows the state after the abort was accepted');
-    const app = await waitCanaryPhase(ns.name, 'abort', 'Aborted');
+    const app = await waitCanaryPhase(s.ns, 'abort', 'Aborted');
     assert.match(app.status.canary.abortedBy, /@/);
     assert.equal(app.status.canary.reason, 'CanaryAborted');
     assert.match(app.status.canary.message, /bad metrics/);
-    await assertSteadyState(ns.name, 'abort');
-    assert.equal((await getDeployment(ns.name, 'abort'))!.spec.template.spec.containers[0].image, 'nginx:1.25');
+    await assertSteadyState(s.ns, 'abort');
+    assert.equal((await getDeployment(s.ns, 'abort'))!.spec.template.spec.containers[0].image, 'nginx:1.25');
     await sleep(3000);
-    assert.equal(await getDeployment(ns.name, 'abort-canary'), null, 'the same canary did not restart');
-    assert.equal((await getApp(ns.name, 'abort'))!.status.canary.phase, 'Aborted');
-    await assert.rejects(control(await temporalClient(), 'promote', ns.name, 'abort'), /no canary rollout is running|already Aborted/);
+    assert.equal(await getDeployment(s.ns, 'abort-canary'), null, 'the same canary did not restart');
+    assert.equal((await getApp(s.ns, 'abort'))!.status.canary.phase, 'Aborted');
+    await assert.rejects(control(await temporalClient(), 'promote', s.ns, 'abort'), /no canary rollout is running|already Aborted/);
   });
 
   it('steps with timed pauses proceed on their own and promote at the end', async () => {
-    await apply(meshApp(ns.name, 'steps', {
+    await apply(meshApp(s.ns, 'steps', {
       enabled: true, canaryVersion: 'v4',
       steps: [{ setWeight: 25 }, { pause: { duration: '2s' } }, { setWeight: 60 }, { pause: { duration: '2s' } }],
     }));
-    await waitWeights(ns.name, 'steps', 25);
-    const q = await (await temporalClient()).workflow.getHandle(rolloutWorkflowId(ns.name, 'steps')).query(rolloutQuery);
+    await waitWeights(s.ns, 'steps', 25);
+    const q = await (await temporalClient()).workflow.getHandle(rolloutWorkflowId(s.ns, 'steps')).query(rolloutQuery);
     assert.equal(q?.totalSteps, 4);
-    await waitWeights(ns.name, 'steps', 60);
-    const done = await waitCanaryPhase(ns.name, 'steps', 'Promoted');
+    await waitWeights(s.ns, 'steps', 60);
+    const done = await waitCanaryPhase(s.ns, 'steps', 'Promoted');
     assert.equal(done.spec.image, 'nginx:v4');
-    await assertSteadyState(ns.name, 'steps');
+    await assertSteadyState(s.ns, 'steps');
   });
 
   it('an indefinite pause waits for promote (sent as an update), and the query tells the time left in a timed pause', async () => {
-    await apply(meshApp(ns.name, 'hold', {
+    await apply(meshApp(s.ns, 'hold', {
       enabled: true, canaryVersion: 'v5', steps: [{ setWeight: 10 }, { pause: { duration: '1h' } }, { pause: {} }],
     }));
-    await waitCanaryPhase(ns.name, 'hold', 'Paused');
-    const handle = (await temporalClient()).workflow.getHandle(rolloutWorkflowId(ns.name, 'hold'));
+    await waitCanaryPhase(s.ns, 'hold', 'Paused');
+    const handle = (await temporalClient()).workflow.getHandle(rolloutWorkflowId(s.ns, 'hold'));
     const timed = await handle.query(rolloutQuery);
     const left = Date.parse(timed!.pauseEndsAt!) - Date.now();
     assert.ok(left > 3_500_000 && left <= 3_600_000, `time left ${left}`);
     assert.match(formatRollout(timed!), /pause ends in 3[56]\d\d s/);
-    await control(await temporalClient(), 'resume', ns.name, 'hold');
+    await control(await temporalClient(), 'resume', s.ns, 'hold');
     await eventually('indefinite pause', async () => ((await handle.query(rolloutQuery))?.step === 2 ? true : undefined));
     await sleep(3000);
-    assert.equal((await getApp(ns.name, 'hold'))!.status.canary.phase, 'Paused', 'still waiting for promote');
+    assert.equal((await getApp(s.ns, 'hold'))!.status.canary.phase, 'Paused', 'still waiting for promote');
     await handle.executeUpdate(controlUpdates.promote, { args: [{ by: 'test' }] });
-    await waitCanaryPhase(ns.name, 'hold', 'Promoted');
-    await assertSteadyState(ns.name, 'hold');
+    await waitCanaryPhase(s.ns, 'hold', 'Promoted');
+    await assertSteadyState(s.ns, 'hold');
   });
 
   it('rolls a bad canary back by itself, never routing to it, and says why', async () => {
-    await apply(meshApp(ns.name, 'bad', { enabled: true, canaryVersion: 'bad', image: unreadyImage, steps: [{ setWeight: 50 }, { pause: {} }] }));
-    const app = await waitCanaryPhase(ns.name, 'bad', 'RolledBack');
+    await apply(meshApp(s.ns, 'bad', { enabled: true, canaryVersion: 'bad', image: unreadyImage, steps: [{ setWeight: 50 }, { pause: {} }] }));
+    const app = await waitCanaryPhase(s.ns, 'bad', 'RolledBack');
     assert.equal(app.status.canary.reason, 'HealthGateFailed');
     assert.match(app.status.canary.message, /health gate failed 3 times.*0\/1 canary replicas ready/);
     // The conditions say it too, not only status.canary.
     const cond = app.status.conditions.find((c: Json) => c.type === 'CanaryProgressing');
     assert.deepEqual([cond?.status, cond?.reason], ['False', 'HealthGateFailed']);
     assert.match(cond?.message, /rolled back: health gate failed/);
-    await assertSteadyState(ns.name, 'bad');
+    await assertSteadyState(s.ns, 'bad');
     // By uid, as kubectl describe looks them up.
-    const events = await kube(['-n', ns.name, 'get', 'events', '--field-selector', `involvedObject.uid=${app.metadata.uid}`, '-o', 'jsonpath={.items[*].reason}']);
+    const events = await kube(['-n', s.ns, 'get', 'events', '--field-selector', `involvedObject.uid=${app.metadata.uid}`, '-o', 'jsonpath={.items[*].reason}']);
     assert.match(events, /CanaryRolledBack/);
   });
 
   it('deleting the Application mid-rollout cleans up the canary and releases the finalizer', async () => {
-    await apply(meshApp(ns.name, 'delme', { enabled: true, canaryVersion: 'v6', weight: 40 }));
-    await waitWeights(ns.name, 'delme', 40);
-    await kube(['-n', ns.name, 'delete', 'application', 'delme', '--wait=true', '--timeout=60s']);
-    assert.equal(await getApp(ns.name, 'delme'), null);
-    assert.equal(await getDeployment(ns.name, 'delme-canary'), null);
+    await apply(meshApp(s.ns, 'delme', { enabled: true, canaryVersion: 'v6', weight: 40 }));
+    await waitWeights(s.ns, 'delme', 40);
+    await kube(['-n', s.ns, 'delete', 'application', 'delme', '--wait=true', '--timeout=60s']);
+    assert.equal(await getApp(s.ns, 'delme'), null);
+    assert.equal(await getDeployment(s.ns, 'delme-canary'), null);
     const client = await temporalClient();
-    const d = await client.workflow.getHandle(rolloutWorkflowId(ns.name, 'delme')).describe();
+    const d = await client.workflow.getHandle(rolloutWorkflowId(s.ns, 'delme')).describe();
     assert.notEqual(d.status.name, 'RUNNING');
   });
 
   it('replays every Application and rollout history of this file deterministically', async () => {
     const client = await temporalClient();
-    const histories = client.workflow.list({ query: `TaskQueue = '${op.taskQueue}'` }).intoHistories();
+    const histories = client.workflow.list({ query: `TaskQueue = '${s.op.taskQueue}'` }).intoHistories();
     const types = new Set<string>();
     for await (const r of Worker.runReplayHistories({ workflowBundle: await workflowBundle() }, histories)) {
       assert.equal(r.error, undefined, `${r.workflowId}: ${String(r.error)}`);
@@ -160,7 +146,7 @@ describe('canary rollouts', () => {
   });
 
   it('every VirtualService written in this file summed to 100 and never routed to a canary without ready pods', async () => {
-    const { seen, violations } = await routes.stop();
+    const { seen, violations } = await s.routes.stop();
     assert.ok(seen >= 10, `observed ${seen} VirtualService versions`);
     assert.deepEqual(violations, []);
   });

@@ -5,13 +5,14 @@ import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { freePort } from '../../lib/net.ts';
 import { eventually } from '../../lib/poll.ts';
-import { appManifest, applyAsUser, closeTemporal, testNamespace } from '../../testkit/apps.ts';
+import { appManifest, applyAsUser } from '../../testkit/apps.ts';
 import { waitCanaryPhase } from '../../testkit/canary.ts';
 import { testEnv } from '../../testkit/env.ts';
-import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { startOperator } from '../../testkit/operator.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
 
 const cli = resolve(import.meta.dirname, '..', '..', 'bin', 'application-operator.ts');
 
@@ -26,57 +27,46 @@ async function run(args: string[], timeoutMs = 60_000): Promise<{ code: number; 
 }
 
 describe('the CLI', () => {
-  let ns: { name: string; cleanup: () => Promise<void> };
-  let op: OperatorProcess;
-
-  before(async () => {
-    ns = await testNamespace('cli');
-    op = await startOperator({ namespaces: [ns.name] });
-  });
-  after(async () => {
-    await op?.stop();
-    await closeTemporal();
-    await ns?.cleanup();
-  });
+  const s = operatorSuite('cli');
 
   it('abort is idempotent: the first reply shows Aborting, a second abort succeeds and says there is nothing to abort', async () => {
-    await applyAsUser(appManifest(ns.name, 'twice', {
+    await applyAsUser(appManifest(s.ns, 'twice', {
       image: 'nginx:1.25', serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', weight: 10, healthGates: { interval: '1s', initialDelay: '2s' } } },
     }));
-    await waitCanaryPhase(ns.name, 'twice', 'Paused');
-    const first = await run(['abort', 'twice', '-n', ns.name, '--reason', 'scripted retry']);
+    await waitCanaryPhase(s.ns, 'twice', 'Paused');
+    const first = await run(['abort', 'twice', '-n', s.ns, '--reason', 'scripted retry']);
     assert.equal(first.code, 0, first.err);
     assert.match(first.out, /^abort accepted\ncanary v2 \(nginx:v2\) — Aborting\n/);
     assert.match(first.out, /abort requested by .+: scripted retry/);
-    const second = await run(['abort', 'twice', '-n', ns.name]);
+    const second = await run(['abort', 'twice', '-n', s.ns]);
     assert.equal(second.code, 0, second.err);
     assert.match(second.out, /^nothing to abort: the rollout of v2 is already (being aborted|Aborted)/);
-    await waitCanaryPhase(ns.name, 'twice', 'Aborted');
-    const third = await run(['abort', 'twice', '-n', ns.name]);
+    await waitCanaryPhase(s.ns, 'twice', 'Aborted');
+    const third = await run(['abort', 'twice', '-n', s.ns]);
     assert.equal(third.code, 0, third.err);
     assert.match(third.out, /nothing to abort: the rollout of v2 is already Aborted/);
     // Other actions on a finished rollout are still refused.
-    const promote = await run(['promote', 'twice', '-n', ns.name]);
+    const promote = await run(['promote', 'twice', '-n', s.ns]);
     assert.equal(promote.code, 1);
     assert.match(promote.err, /promote rejected: the rollout of v2 is already Aborted/);
   });
 
   it('status of an Application that has no workflow exits 1 and says what to check', async () => {
-    const r = await run(['status', 'nosuchapp', '-n', ns.name]);
+    const r = await run(['status', 'nosuchapp', '-n', s.ns]);
     assert.equal(r.code, 1);
-    assert.match(r.err, new RegExp(`${ns.name}/nosuchapp: no workflow for this Application \\(is it there\\? kubectl -n ${ns.name} get application nosuchapp`));
+    assert.match(r.err, new RegExp(`${s.ns}/nosuchapp: no workflow for this Application \\(is it there\\? kubectl -n ${s.ns} get application nosuchapp`));
   });
 
   it('status with the operator down says that no worker is polling, and where to look', async () => {
-    await applyAsUser(appManifest(ns.name, 'orphaned', { image: 'nginx:1.25' }));
-    await eventually('orphaned has a workflow', async () => ((await run(['status', 'orphaned', '-n', ns.name])).code === 0 ? true : undefined), { timeoutMs: 60_000, intervalMs: 1000 });
-    await op.stop();
+    await applyAsUser(appManifest(s.ns, 'orphaned', { image: 'nginx:1.25' }));
+    await eventually('orphaned has a workflow', async () => ((await run(['status', 'orphaned', '-n', s.ns])).code === 0 ? true : undefined), { timeoutMs: 60_000, intervalMs: 1000 });
+    await s.op.stop();
     try {
-      const r = await run(['status', 'orphaned', '-n', ns.name], 90_000);
+      const r = await run(['status', 'orphaned', '-n', s.ns], 90_000);
       assert.equal(r.code, 1);
-      assert.match(r.err, new RegExp(`no worker (is polling|answered within \\d+ s on) task queue "${op.taskQueue}".*is the operator running\\?`));
+      assert.match(r.err, new RegExp(`no worker (is polling|answered within \\d+ s on) task queue "${s.op.taskQueue}".*is the operator running\\?`));
     } finally {
-      await op.restart();
+      await s.op.restart();
     }
   });
 });

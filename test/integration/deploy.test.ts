@@ -27,7 +27,7 @@ describe('deploy/', () => {
 
   it('builds the CRD, the namespace, RBAC and the operator, everything namespaced in its namespace', () => {
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'Role', 'RoleBinding', 'ServiceAccount',
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'Role', 'RoleBinding', 'ServiceAccount',
     ]);
     for (const o of objects.filter((x) => ['ServiceAccount', 'Role', 'RoleBinding', 'Deployment'].includes(x.kind))) assert.equal(o.metadata.namespace, NS, o.kind);
     const subjects = [...one('ClusterRoleBinding').subjects, ...one('RoleBinding').subjects];

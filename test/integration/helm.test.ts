@@ -1,6 +1,6 @@
 // The Helm chart against the real API server: it lints; at default values and with every value set, each object it
-// renders passes the API server's validation (server-side dry run, ServiceMonitor included, against a ServiceMonitor
-// CRD of our own); the environment it gives the operator parses into the configuration it stands for; and a real
+// renders passes the API server's validation (server-side dry run, ServiceMonitor and PrometheusRule included, against
+// CRDs of our own for them); the environment it gives the operator parses into the configuration it stands for; and a real
 // `helm install` on the stack grants exactly deploy/clusterrole.yaml's rules (the set the RBAC proof runs), runs a
 // Deployment that becomes available on kwok, and `helm uninstall` removes what it installed.
 import assert from 'node:assert/strict';
@@ -34,7 +34,10 @@ const allValues = {
   leaderElection: { enabled: true },
   logLevel: 'debug',
   prometheusAddress: 'http://prometheus.monitoring.svc:9090',
-  metrics: { port: 9555, service: { enabled: true }, serviceMonitor: { enabled: true, interval: '15s', scrapeTimeout: '5s', labels: { release: 'kube-prometheus-stack' } } },
+  metrics: {
+    port: 9555, service: { enabled: true }, serviceMonitor: { enabled: true, interval: '15s', scrapeTimeout: '5s', labels: { release: 'kube-prometheus-stack' } },
+    prometheusRule: { enabled: true, labels: { release: 'kube-prometheus-stack' } }, grafanaDashboard: { enabled: true, labels: { grafana_dashboard: '1', team: 'platform' } },
+  },
   extraArgs: ['--max-concurrent-activities=20'],
   extraEnv: [{ name: 'RESYNC_SECONDS', value: '600' }],
   nodeSelector: { 'kubernetes.io/os': 'linux' },
@@ -44,46 +47,72 @@ const allValues = {
 };
 
 /**
- * A ServiceMonitor CRD of our own (the stack has no Prometheus Operator): only the fields the chart renders, from the
- * monitoring.coreos.com/v1 API, and no others, so that a misspelled field fails the dry run as it would for real.
+ * A Prometheus Operator CRD of our own (the stack has no Prometheus Operator), with `spec` holding only the fields of
+ * monitoring.coreos.com/v1 that the chart renders, and no others, so that a misspelled field fails the dry run as it
+ * would for real.
  */
-const serviceMonitorCrd = {
+const monitoringCrd = (kind: string, spec: Json) => ({
   apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
-  metadata: { name: 'servicemonitors.monitoring.coreos.com' },
+  metadata: { name: `${kind.toLowerCase()}s.monitoring.coreos.com` },
   spec: {
     group: 'monitoring.coreos.com', scope: 'Namespaced',
-    names: { kind: 'ServiceMonitor', listKind: 'ServiceMonitorList', plural: 'servicemonitors', singular: 'servicemonitor' },
-    versions: [{
-      name: 'v1', served: true, storage: true,
-      schema: {
-        openAPIV3Schema: {
-          type: 'object',
-          properties: {
-            spec: {
-              type: 'object', required: ['selector'],
+    names: { kind, listKind: `${kind}List`, plural: `${kind.toLowerCase()}s`, singular: kind.toLowerCase() },
+    versions: [{ name: 'v1', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object', properties: { spec } } } }],
+  },
+});
+
+const serviceMonitorCrd = monitoringCrd('ServiceMonitor', {
+  type: 'object', required: ['selector'],
+  properties: {
+    selector: { type: 'object', properties: { matchLabels: { type: 'object', additionalProperties: { type: 'string' } } } },
+    namespaceSelector: { type: 'object', properties: { matchNames: { type: 'array', items: { type: 'string' } } } },
+    endpoints: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          port: { type: 'string' },
+          path: { type: 'string' },
+          interval: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
+          scrapeTimeout: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
+          honorLabels: { type: 'boolean' },
+        },
+      },
+    },
+  },
+});
+
+const prometheusRuleCrd = monitoringCrd('PrometheusRule', {
+  type: 'object',
+  properties: {
+    groups: {
+      type: 'array',
+      items: {
+        type: 'object', required: ['name'],
+        properties: {
+          name: { type: 'string', minLength: 1 },
+          interval: { type: 'string' },
+          rules: {
+            type: 'array',
+            items: {
+              type: 'object', required: ['expr'],
               properties: {
-                selector: { type: 'object', properties: { matchLabels: { type: 'object', additionalProperties: { type: 'string' } } } },
-                namespaceSelector: { type: 'object', properties: { matchNames: { type: 'array', items: { type: 'string' } } } },
-                endpoints: {
-                  type: 'array',
-                  items: {
-                    type: 'object',
-                    properties: {
-                      port: { type: 'string' },
-                      path: { type: 'string' },
-                      interval: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
-                      scrapeTimeout: { type: 'string', pattern: '^([0-9]+(ms|s|m|h|d|w|y))+$' },
-                    },
-                  },
-                },
+                alert: { type: 'string' },
+                record: { type: 'string' },
+                expr: { 'x-kubernetes-int-or-string': true },
+                for: { type: 'string', pattern: '^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$' },
+                labels: { type: 'object', additionalProperties: { type: 'string' } },
+                annotations: { type: 'object', additionalProperties: { type: 'string' } },
               },
             },
           },
         },
       },
-    }],
+    },
   },
-};
+});
+
+const ourCrds = [serviceMonitorCrd, prometheusRuleCrd];
 
 /** An object read with kubectl (our JSON client knows only the kinds the operator uses), or null. */
 const kubeGet = async (kind: string, name: string, namespace?: string): Promise<Json | null> => {
@@ -99,7 +128,8 @@ describe('the Helm chart', () => {
   let kubeconfig: string;
   let workDir: string;
   let ns: { name: string; cleanup: () => Promise<void> };
-  let createdServiceMonitorCrd = false;
+  /** The CRDs of ourCrds this test created (and removes). */
+  const createdCrds: string[] = [];
 
   /** Runs the cached helm against the stack, with its own config and cache folders (nothing of the user's is read or written). */
   const runHelm = (args: string[]) => new Promise<string>((res, rej) => {
@@ -128,14 +158,15 @@ describe('the Helm chart', () => {
     helm = await helmBinary();
     workDir = await mkdtemp(join(tmpdir(), 'helm-test-'));
     ns = await testNamespace('helm');
-    createdServiceMonitorCrd = !(await crdExists(serviceMonitorCrd.metadata.name));
-    if (createdServiceMonitorCrd) {
-      await kube(['apply', '--server-side', '--field-manager=helm-test', '-f', '-'], JSON.stringify(serviceMonitorCrd));
-      await kube(['wait', '--for=condition=Established', `crd/${serviceMonitorCrd.metadata.name}`, '--timeout=60s']);
+    for (const crd of ourCrds) {
+      if (await crdExists(crd.metadata.name)) continue;
+      createdCrds.push(crd.metadata.name);
+      await kube(['apply', '--server-side', '--field-manager=helm-test', '-f', '-'], JSON.stringify(crd));
+      await kube(['wait', '--for=condition=Established', `crd/${crd.metadata.name}`, '--timeout=60s']);
     }
   });
   after(async () => {
-    if (createdServiceMonitorCrd) await kube(['delete', 'crd', serviceMonitorCrd.metadata.name, '--wait=false']).catch(() => '');
+    for (const name of createdCrds) await kube(['delete', 'crd', name, '--wait=false']).catch(() => '');
     await ns?.cleanup();
   });
 
@@ -179,7 +210,7 @@ describe('the Helm chart', () => {
   it('renders, at default values, the CRDs, RBAC, the Deployment and the metrics Service, which all pass the API server\'s validation', async () => {
     const objects = await render(ns.name, ['--include-crds']);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount',
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount',
     ]);
     const names = (await dryRun(objects)).trim().split('\n');
     assert.equal(names.length, objects.length, names.join('\n'));
@@ -188,7 +219,7 @@ describe('the Helm chart', () => {
   it('renders every optional value where the operator reads it, and every object passes the API server\'s validation', async () => {
     const objects = await render(ns.name, ['-f', await valuesFile('all', allValues)]);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount', 'ServiceMonitor',
+      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'PrometheusRule', 'Role', 'RoleBinding', 'Service', 'ServiceAccount', 'ServiceMonitor',
     ]);
     const d = one(objects, 'Deployment');
     const pod = d.spec.template.spec;
@@ -217,7 +248,7 @@ describe('the Helm chart', () => {
     assert.equal(service.spec.ports[0].port, 9555);
     const monitor = one(objects, 'ServiceMonitor');
     assert.equal(monitor.metadata.labels.release, 'kube-prometheus-stack');
-    assert.deepEqual(monitor.spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '5s' }]);
+    assert.deepEqual(monitor.spec.endpoints, [{ port: 'metrics', path: '/metrics', interval: '15s', scrapeTimeout: '5s', honorLabels: true }]);
     assert.deepEqual(Object.entries(monitor.spec.selector.matchLabels).filter(([k, v]) => service.metadata.labels[k] !== v), [], 'the ServiceMonitor selects the metrics Service');
 
     // The environment parses into the configuration the values stand for, the way the operator reads it.
@@ -228,6 +259,12 @@ describe('the Helm chart', () => {
       prometheusAddress: 'http://prometheus.monitoring.svc:9090', metricsAddr: '0.0.0.0:9555', logLevel: 'debug',
       leaderElect: true, leaseName: `${d.metadata.name}-leader`, leaseNamespace: '<from the pod>', resyncSeconds: 600,
     });
+    const rule = one(objects, 'PrometheusRule');
+    assert.equal(rule.metadata.labels.release, 'kube-prometheus-stack');
+    assert.deepEqual(rule.spec, parse(await readFile(join(deployDir, 'monitoring', 'prometheus-rules.yaml'), 'utf8')), 'the PrometheusRule carries the rule file');
+    const dashboard = one(objects, 'ConfigMap');
+    assert.deepEqual([dashboard.metadata.labels.grafana_dashboard, dashboard.metadata.labels.team], ['1', 'platform']);
+    assert.deepEqual(JSON.parse(dashboard.data['application-operator.json']), JSON.parse(await readFile(join(deployDir, 'monitoring', 'grafana-dashboard.json'), 'utf8')));
     const role = one(objects, 'Role');
     assert.deepEqual(role.rules.flatMap((r: Json) => r.resourceNames ?? []), [`${d.metadata.name}-leader`], 'the Role grants the Lease the operator is told to use');
 
@@ -235,11 +272,14 @@ describe('the Helm chart', () => {
     assert.equal(names.length, objects.length, names.join('\n'));
   });
 
-  it('control: the ServiceMonitor CRD rejects a field it does not know, so the dry run above can fail', async () => {
+  it('control: the ServiceMonitor and PrometheusRule CRDs reject a field they do not know, so the dry run above can fail', async () => {
     const objects = await render(ns.name, ['-f', await valuesFile('all', allValues)]);
     const monitor = structuredClone(one(objects, 'ServiceMonitor'));
     monitor.spec.endpoints[0].scrapeIntervall = '15s';
     await assert.rejects(dryRun([monitor]), /unknown field "scrapeIntervall"/);
+    const rule = structuredClone(one(objects, 'PrometheusRule'));
+    rule.spec.groups[0].rules[0].fr = '5m';
+    await assert.rejects(dryRun([rule]), /unknown field "[^"]*\bfr"/);
   });
 
   it('without leader election renders no Role and tells the operator so', async () => {

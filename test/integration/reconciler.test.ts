@@ -3,34 +3,24 @@ import { Worker } from '@temporalio/worker';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { FINALIZER } from '../../api/constants.ts';
 import { applicationWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, closeTemporal, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { workflowBundle } from '../../testkit/env.ts';
-import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
 
 describe('reconciler', () => {
-  let ns: { name: string; cleanup: () => Promise<void> };
-  let op: OperatorProcess;
-
-  before(async () => {
-    ns = await testNamespace('recon');
-    op = await startOperator({ namespaces: [ns.name] });
-  });
-  after(async () => {
-    await op?.stop();
-    await closeTemporal();
-    await ns?.cleanup();
-  });
+  const s = operatorSuite('recon');
 
   it('creates every child with the right fields and owner references, and reaches Running', async () => {
-    await apply(appManifest(ns.name, 'web', {
+    await apply(appManifest(s.ns, 'web', {
       image: 'nginx:1.25', replicas: 2,
       env: [{ name: 'MODE', value: 'demo' }],
       service: { type: 'ClusterIP', ports: [{ name: 'http', port: 8080 }] },
@@ -38,9 +28,9 @@ describe('reconciler', () => {
       serviceMesh: { enabled: true, trafficPolicy: { connectionTimeout: '5s', loadBalancer: 'LEAST_REQUEST' } },
       storage: { size: '1Gi' },
     }));
-    const app = await waitForPhase(ns.name, 'web', 'Running');
+    const app = await waitForPhase(s.ns, 'web', 'Running');
     assert.ok(app.metadata.finalizers.includes(FINALIZER));
-    assert.equal(app.status.workflowId, applicationWorkflowId(ns.name, 'web'));
+    assert.equal(app.status.workflowId, applicationWorkflowId(s.ns, 'web'));
     assert.match(app.status.temporalUI, /\/workflows\/application%2F/);
     const ready = app.status.conditions.find((c: Json) => c.type === 'Ready');
     assert.equal(ready.status, 'True');
@@ -52,26 +42,26 @@ describe('reconciler', () => {
       ['networking.istio.io/v1', 'VirtualService'], ['networking.istio.io/v1', 'DestinationRule'],
     ];
     for (const [apiVersion, kind] of kinds) {
-      const child = await getObject(apiVersion, kind, ns.name, 'web');
+      const child = await getObject(apiVersion, kind, s.ns, 'web');
       assert.ok(child, `${kind} web exists`);
       assert.deepEqual(child.metadata.ownerReferences, [owner], `${kind} is owned by the Application`);
       assert.equal(child.metadata.labels['app.kubernetes.io/name'], 'web');
       assert.equal(child.metadata.labels['app.kubernetes.io/managed-by'], 'application-operator');
     }
-    const d = await getDeployment(ns.name, 'web');
+    const d = await getDeployment(s.ns, 'web');
     const c = d!.spec.template.spec.containers[0];
     assert.equal(c.image, 'nginx:1.25');
     assert.deepEqual(c.env, [{ name: 'MODE', value: 'demo' }]);
     assert.equal(d!.spec.selector.matchLabels.version, 'stable');
     assert.equal(d!.spec.template.metadata.annotations['sidecar.istio.io/inject'], 'true');
     assert.ok(d!.spec.template.spec.volumes.some((v: Json) => v.persistentVolumeClaim?.claimName === 'web'));
-    const svc = await getObject('v1', 'Service', ns.name, 'web');
+    const svc = await getObject('v1', 'Service', s.ns, 'web');
     assert.deepEqual(svc!.spec.ports.map((p: Json) => p.port), [8080]);
     assert.deepEqual(svc!.spec.selector, { 'app.kubernetes.io/name': 'web' });
-    const dr = await getObject('networking.istio.io/v1', 'DestinationRule', ns.name, 'web');
+    const dr = await getObject('networking.istio.io/v1', 'DestinationRule', s.ns, 'web');
     assert.equal(dr!.spec.trafficPolicy.loadBalancer.simple, 'LEAST_REQUEST');
     assert.equal(dr!.spec.trafficPolicy.connectionPool.tcp.connectTimeout, '5s');
-    const vs = await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'web');
+    const vs = await getObject('networking.istio.io/v1', 'VirtualService', s.ns, 'web');
     const weights = vs!.spec.http[0].route.map((r: Json) => r.weight ?? 100);
     assert.equal(weights.reduce((a: number, b: number) => a + b, 0), 100);
     // With autoscaling on, the HPA (not us) owns replicas: our field manager must not own spec.replicas.
@@ -81,104 +71,104 @@ describe('reconciler', () => {
   });
 
   it('rolls an image change out to the Deployment', async () => {
-    await apply(appManifest(ns.name, 'img', { image: 'nginx:1.25', replicas: 1 }));
-    await waitForPhase(ns.name, 'img', 'Running');
-    await kube(['-n', ns.name, 'patch', 'application', 'img', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.27' } })]);
-    await waitForObject('deployment image updated', () => getDeployment(ns.name, 'img'), (d) => d?.spec.template.spec.containers[0].image === 'nginx:1.27');
-    const app = await waitForPhase(ns.name, 'img', 'Running');
+    await apply(appManifest(s.ns, 'img', { image: 'nginx:1.25', replicas: 1 }));
+    await waitForPhase(s.ns, 'img', 'Running');
+    await kube(['-n', s.ns, 'patch', 'application', 'img', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.27' } })]);
+    await waitForObject('deployment image updated', () => getDeployment(s.ns, 'img'), (d) => d?.spec.template.spec.containers[0].image === 'nginx:1.27');
+    const app = await waitForPhase(s.ns, 'img', 'Running');
     assert.equal(app.status.observedGeneration, 2);
   });
 
   it('scales through the scale subresource (kubectl scale)', async () => {
-    await apply(appManifest(ns.name, 'scale', { image: 'nginx:1.25', replicas: 1 }));
-    await waitForPhase(ns.name, 'scale', 'Running');
-    await kube(['-n', ns.name, 'scale', 'application/scale', '--replicas=3']);
-    await waitForObject('deployment scaled to 3', () => getDeployment(ns.name, 'scale'), (d) => d?.spec.replicas === 3);
-    const app = await waitForPhase(ns.name, 'scale', 'Running');
+    await apply(appManifest(s.ns, 'scale', { image: 'nginx:1.25', replicas: 1 }));
+    await waitForPhase(s.ns, 'scale', 'Running');
+    await kube(['-n', s.ns, 'scale', 'application/scale', '--replicas=3']);
+    await waitForObject('deployment scaled to 3', () => getDeployment(s.ns, 'scale'), (d) => d?.spec.replicas === 3);
+    const app = await waitForPhase(s.ns, 'scale', 'Running');
     assert.equal(app.status.availableReplicas, 3);
     assert.equal(app.status.replicas, 3);
   });
 
   it('puts back a deleted child and a hand-edited field, and leaves the HPA-owned replica count alone', async () => {
-    await apply(appManifest(ns.name, 'drift', {
+    await apply(appManifest(s.ns, 'drift', {
       image: 'nginx:1.25', replicas: 1, autoscaling: { enabled: true, minReplicas: 3, maxReplicas: 6, targetCPU: 50 },
     }));
-    await waitForPhase(ns.name, 'drift', 'Running');
+    await waitForPhase(s.ns, 'drift', 'Running');
     // The HPA controller raises replicas to its minimum through the scale subresource.
-    await waitForObject('HPA scaled the Deployment to 3', () => getDeployment(ns.name, 'drift'), (d) => d?.spec.replicas === 3);
+    await waitForObject('HPA scaled the Deployment to 3', () => getDeployment(s.ns, 'drift'), (d) => d?.spec.replicas === 3);
 
-    const svcBefore = await getObject('v1', 'Service', ns.name, 'drift');
-    await kube(['-n', ns.name, 'delete', 'service', 'drift']);
-    const svcAfter = await waitForObject('service recreated', () => getObject('v1', 'Service', ns.name, 'drift'), (s) => s !== null && s.metadata.uid !== svcBefore!.metadata.uid);
+    const svcBefore = await getObject('v1', 'Service', s.ns, 'drift');
+    await kube(['-n', s.ns, 'delete', 'service', 'drift']);
+    const svcAfter = await waitForObject('service recreated', () => getObject('v1', 'Service', s.ns, 'drift'), (s) => s !== null && s.metadata.uid !== svcBefore!.metadata.uid);
     assert.ok(svcAfter);
 
-    await kube(['-n', ns.name, 'patch', 'deployment', 'drift', '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil:latest' }])]);
-    await waitForObject('image put back', () => getDeployment(ns.name, 'drift'), (d) => d?.spec.template.spec.containers[0].image === 'nginx:1.25');
+    await kube(['-n', s.ns, 'patch', 'deployment', 'drift', '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil:latest' }])]);
+    await waitForObject('image put back', () => getDeployment(s.ns, 'drift'), (d) => d?.spec.template.spec.containers[0].image === 'nginx:1.25');
     await sleep(1500);
-    const d = await getDeployment(ns.name, 'drift');
+    const d = await getDeployment(s.ns, 'drift');
     assert.equal(d!.spec.replicas, 3, 'the operator did not fight the HPA over replicas');
   });
 
   it('reports a child the API server rejects as a Failed phase with a reason, applying nothing', async () => {
     // Passes the CRD schema but not Deployment validation (an unsupported downward-API field): only the API server can tell.
-    await apply(appManifest(ns.name, 'rejected', {
+    await apply(appManifest(s.ns, 'rejected', {
       image: 'nginx:1.25', replicas: 1, env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'spec.bogus' } } }],
     }));
-    const app = await waitForPhase(ns.name, 'rejected', 'Failed');
+    const app = await waitForPhase(s.ns, 'rejected', 'Failed');
     const degraded = app.status.conditions.find((c: Json) => c.type === 'Degraded');
     assert.equal(degraded.status, 'True');
     assert.equal(degraded.reason, 'ApplyFailed');
     assert.match(degraded.message, /fieldPath|spec\.bogus/);
-    assert.equal(await getDeployment(ns.name, 'rejected'), null, 'nothing half-applied');
-    assert.equal(await getObject('v1', 'Service', ns.name, 'rejected'), null, 'nothing half-applied');
+    assert.equal(await getDeployment(s.ns, 'rejected'), null, 'nothing half-applied');
+    assert.equal(await getObject('v1', 'Service', s.ns, 'rejected'), null, 'nothing half-applied');
     // Fixing the spec recovers.
-    await kube(['-n', ns.name, 'patch', 'application', 'rejected', '--type=merge', '-p', JSON.stringify({ spec: { env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] } })]);
-    await waitForPhase(ns.name, 'rejected', 'Running');
+    await kube(['-n', s.ns, 'patch', 'application', 'rejected', '--type=merge', '-p', JSON.stringify({ spec: { env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] } })]);
+    await waitForPhase(s.ns, 'rejected', 'Running');
   });
 
   it('a rejected child after the first leaves nothing applied, not even the first (the children after it are dry-run first)', async () => {
     // The PVC comes first in apply order, the Deployment the API server refuses second.
-    await apply(appManifest(ns.name, 'rejected-second', {
+    await apply(appManifest(s.ns, 'rejected-second', {
       image: 'nginx:1.25', storage: { size: '1Gi' }, env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'spec.bogus' } } }],
     }));
-    const app = await waitForPhase(ns.name, 'rejected-second', 'Failed');
+    const app = await waitForPhase(s.ns, 'rejected-second', 'Failed');
     assert.equal(app.status.conditions.find((c: Json) => c.type === 'Degraded')?.reason, 'ApplyFailed');
-    assert.equal(await getObject('v1', 'PersistentVolumeClaim', ns.name, 'rejected-second'), null, 'nothing half-applied');
-    assert.equal(await getDeployment(ns.name, 'rejected-second'), null, 'nothing half-applied');
+    assert.equal(await getObject('v1', 'PersistentVolumeClaim', s.ns, 'rejected-second'), null, 'nothing half-applied');
+    assert.equal(await getDeployment(s.ns, 'rejected-second'), null, 'nothing half-applied');
   });
 
   it('on delete removes the children, releases the finalizer and completes the workflow; recreate works', async () => {
-    await apply(appManifest(ns.name, 'gone', { image: 'nginx:1.25', serviceMesh: { enabled: true } }));
-    const first = await waitForPhase(ns.name, 'gone', 'Running');
-    await kube(['-n', ns.name, 'delete', 'application', 'gone', '--wait=true', '--timeout=60s']);
-    assert.equal(await getApp(ns.name, 'gone'), null);
+    await apply(appManifest(s.ns, 'gone', { image: 'nginx:1.25', serviceMesh: { enabled: true } }));
+    const first = await waitForPhase(s.ns, 'gone', 'Running');
+    await kube(['-n', s.ns, 'delete', 'application', 'gone', '--wait=true', '--timeout=60s']);
+    assert.equal(await getApp(s.ns, 'gone'), null);
     for (const [apiVersion, kind] of [['apps/v1', 'Deployment'], ['v1', 'Service'], ['networking.istio.io/v1', 'VirtualService'], ['networking.istio.io/v1', 'DestinationRule']] as const) {
-      assert.equal(await getObject(apiVersion, kind, ns.name, 'gone'), null, `${kind} removed`);
+      assert.equal(await getObject(apiVersion, kind, s.ns, 'gone'), null, `${kind} removed`);
     }
     const client = await temporalClient();
-    const handle = client.workflow.getHandle(applicationWorkflowId(ns.name, 'gone'));
+    const handle = client.workflow.getHandle(applicationWorkflowId(s.ns, 'gone'));
     assert.equal(await handle.result(), 'deleted');
 
-    await apply(appManifest(ns.name, 'gone', { image: 'nginx:1.25' }));
-    const second = await waitForPhase(ns.name, 'gone', 'Running');
+    await apply(appManifest(s.ns, 'gone', { image: 'nginx:1.25' }));
+    const second = await waitForPhase(s.ns, 'gone', 'Running');
     assert.notEqual(second.metadata.uid, first.metadata.uid);
-    const d = await getDeployment(ns.name, 'gone');
+    const d = await getDeployment(s.ns, 'gone');
     assert.equal(d!.metadata.ownerReferences[0].uid, second.metadata.uid);
   });
 
   it("applies the seed's sample cleanly", async () => {
     const sample = parse(await readFile(join(import.meta.dirname, '..', '..', 'samples', 'demo-app.yaml'), 'utf8'));
-    sample.metadata.namespace = ns.name;
+    sample.metadata.namespace = s.ns;
     await apply(sample);
-    const app = await waitForPhase(ns.name, 'demo-app', 'Running');
+    const app = await waitForPhase(s.ns, 'demo-app', 'Running');
     assert.ok(app.status.endpoints.length > 0);
-    assert.ok(await getObject('autoscaling/v2', 'HorizontalPodAutoscaler', ns.name, 'demo-app'));
-    assert.ok(await getObject('networking.istio.io/v1', 'VirtualService', ns.name, 'demo-app'));
+    assert.ok(await getObject('autoscaling/v2', 'HorizontalPodAutoscaler', s.ns, 'demo-app'));
+    assert.ok(await getObject('networking.istio.io/v1', 'VirtualService', s.ns, 'demo-app'));
   });
 
   it('replays every workflow history of this file deterministically', async () => {
     const client = await temporalClient();
-    const histories = client.workflow.list({ query: `TaskQueue = '${op.taskQueue}'` }).intoHistories();
+    const histories = client.workflow.list({ query: `TaskQueue = '${s.op.taskQueue}'` }).intoHistories();
     let replayed = 0;
     for await (const r of Worker.runReplayHistories({ workflowBundle: await workflowBundle() }, histories)) {
       assert.equal(r.error, undefined, `${r.workflowId}: ${String(r.error)}`);

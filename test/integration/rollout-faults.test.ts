@@ -7,8 +7,8 @@ import { slowReadyMs, testImages } from '../../stack/stack.ts';
 import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, kube, kubeJson, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { assertPromoted, virtualService, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
-import { recordRoutes } from '../../testkit/routes.ts';
 import { eventually } from '../../lib/poll.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
 
 // A long gate interval: anything that happens well within it was not waiting for the next scheduled check.
 const slowGates = { interval: '30s', failureThreshold: 3, initialDelay: '0s' };
@@ -18,64 +18,51 @@ const meshApp = (ns: string, name: string, canary?: Json, spec: Json = {}) => ap
 });
 
 describe('rollouts under hand edits and slow or broken pods', () => {
-  let ns: { name: string; cleanup: () => Promise<void> };
-  let op: OperatorProcess;
-  let routes: ReturnType<typeof recordRoutes>;
-
-  before(async () => {
-    ns = await testNamespace('faults');
-    op = await startOperator({ namespaces: [ns.name] });
-    routes = recordRoutes(ns.name);
-  });
-  after(async () => {
-    await op?.stop();
-    await closeTemporal();
-    await ns?.cleanup();
-  });
+  const s = operatorSuite('faults', { routes: true });
 
   it('a hand edit of the VirtualService during a paused rollout is put back well within a gate interval, and status agrees with it', async () => {
-    await applyAsUser(meshApp(ns.name, 'edit', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
-    await waitCanaryPhase(ns.name, 'edit', 'Paused');
-    await waitWeights(ns.name, 'edit', 30);
+    await applyAsUser(meshApp(s.ns, 'edit', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
+    await waitCanaryPhase(s.ns, 'edit', 'Paused');
+    await waitWeights(s.ns, 'edit', 30);
     const edited = Date.now();
-    await kube(['-n', ns.name, 'patch', 'virtualservice', 'edit', '--type=json', '-p',
+    await kube(['-n', s.ns, 'patch', 'virtualservice', 'edit', '--type=json', '-p',
       JSON.stringify([{ op: 'replace', path: '/spec/http/0/route/0/weight', value: 0 }, { op: 'replace', path: '/spec/http/0/route/1/weight', value: 100 }])]);
-    await waitWeights(ns.name, 'edit', 30, 20_000);
+    await waitWeights(s.ns, 'edit', 30, 20_000);
     assert.ok(Date.now() - edited < 20_000, 'restored before the next scheduled gate check');
-    await waitForObject('status says the weight the mesh has', () => getApp(ns.name, 'edit'), (a) => a?.status?.canary?.weight === 30, 10_000);
-    assert.equal(readRouteWeights(await virtualService(ns.name, 'edit'))!.canary, 30);
+    await waitForObject('status says the weight the mesh has', () => getApp(s.ns, 'edit'), (a) => a?.status?.canary?.weight === 30, 10_000);
+    assert.equal(readRouteWeights(await virtualService(s.ns, 'edit'))!.canary, 30);
   });
 
   it('deleting the canary Deployment moves traffic to stable at once, puts the canary back and restores its weight', async () => {
-    await applyAsUser(meshApp(ns.name, 'gone', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
-    await waitCanaryPhase(ns.name, 'gone', 'Paused');
-    await waitWeights(ns.name, 'gone', 30);
-    const before = await getDeployment(ns.name, 'gone-canary');
-    await kube(['-n', ns.name, 'delete', 'deployment', 'gone-canary', '--wait=false']);
+    await applyAsUser(meshApp(s.ns, 'gone', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
+    await waitCanaryPhase(s.ns, 'gone', 'Paused');
+    await waitWeights(s.ns, 'gone', 30);
+    const before = await getDeployment(s.ns, 'gone-canary');
+    await kube(['-n', s.ns, 'delete', 'deployment', 'gone-canary', '--wait=false']);
     // Well before the next scheduled check (30 s): the watcher's delete event made the rollout look at once. The canary
     // may be back within a second, so look often.
-    await eventually('traffic off the deleted canary', async () => (readRouteWeights(await virtualService(ns.name, 'gone'))?.canary === 0 ? true : undefined), { timeoutMs: 15_000, intervalMs: 50 });
-    await waitForObject('the canary Deployment put back', () => getDeployment(ns.name, 'gone-canary'), (d) => Boolean(d && d.metadata.uid !== before!.metadata.uid && d.status?.readyReplicas >= 1), 30_000);
-    await waitWeights(ns.name, 'gone', 30, 40_000);
+    await eventually('traffic off the deleted canary', async () => (readRouteWeights(await virtualService(s.ns, 'gone'))?.canary === 0 ? true : undefined), { timeoutMs: 15_000, intervalMs: 50 });
+    await waitForObject('the canary Deployment put back', () => getDeployment(s.ns, 'gone-canary'), (d) => Boolean(d && d.metadata.uid !== before!.metadata.uid && d.status?.readyReplicas >= 1), 30_000);
+    await waitWeights(s.ns, 'gone', 30, 40_000);
     // Status follows the VirtualService (it is written right after the route is).
-    await waitForObject('status says 30%', () => getApp(ns.name, 'gone'), (a) => a?.status?.canary?.weight === 30 && a.status.canary.phase === 'Paused', 10_000);
+    await waitForObject('status says 30%', () => getApp(s.ns, 'gone'), (a) => a?.status?.canary?.weight === 30 && a.status.canary.phase === 'Paused', 10_000);
   });
 
   it('a canary that takes longer than failureThreshold intervals to start is not rolled back during its start-up grace', async () => {
     const gates = { interval: '2s', failureThreshold: 3, initialDelay: '60s' };
-    await applyAsUser(meshApp(ns.name, 'slow', { canaryVersion: 'v2', image: testImages.slow, healthGates: gates, steps: [{ setWeight: 20 }, { pause: { duration: '1s' } }] }));
+    await applyAsUser(meshApp(s.ns, 'slow', { canaryVersion: 'v2', image: testImages.slow, healthGates: gates, steps: [{ setWeight: 20 }, { pause: { duration: '1s' } }] }));
     // Becoming ready takes slowReadyMs (15 s): 7 failed checks at a 2 s interval, none counted.
     await eventually('the slow canary promoted', async () => {
-      const canary = (await getApp(ns.name, 'slow'))?.status?.canary;
+      const canary = (await getApp(s.ns, 'slow'))?.status?.canary;
       if (canary?.phase === 'RolledBack') throw new assert.AssertionError({ message: `rolled back: ${canary.message}` });
       return canary?.phase === 'Promoted' ? true : undefined;
     }, { timeoutMs: slowReadyMs + 60_000 });
-    await assertPromoted(ns.name, 'slow', testImages.slow);
+    await assertPromoted(s.ns, 'slow', testImages.slow);
   });
 
   it('a canary that never gets ready is still rolled back once the grace is over, and the conditions say so', async () => {
-    await applyAsUser(meshApp(ns.name, 'never', { canaryVersion: 'v2', image: testImages.unready, healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '4s' }, steps: [{ setWeight: 20 }] }));
-    const app = await waitCanaryPhase(ns.name, 'never', 'RolledBack', 60_000);
+    await applyAsUser(meshApp(s.ns, 'never', { canaryVersion: 'v2', image: testImages.unready, healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '4s' }, steps: [{ setWeight: 20 }] }));
+    const app = await waitCanaryPhase(s.ns, 'never', 'RolledBack', 60_000);
     assert.equal(app.status.canary.reason, 'HealthGateFailed');
     const cond = app.status.conditions.find((c: Json) => c.type === 'CanaryProgressing');
     assert.deepEqual([cond.status, cond.reason], ['False', 'HealthGateFailed']);
@@ -84,34 +71,34 @@ describe('rollouts under hand edits and slow or broken pods', () => {
   for (const [image, reason] of [[testImages.pullError, 'ImagePullBackOff'], [testImages.configError, 'CreateContainerConfigError']] as const) {
     it(`pods that cannot start say why in the Ready condition and status.message: ${reason}`, async () => {
       const name = reason.toLowerCase().slice(0, 20);
-      await applyAsUser(appManifest(ns.name, name, { image, replicas: 2 }));
-      const app = await waitForObject(`${name} says ${reason}`, () => getApp(ns.name, name), (a) => String(a?.status?.message ?? '').includes(reason), 60_000);
+      await applyAsUser(appManifest(s.ns, name, { image, replicas: 2 }));
+      const app = await waitForObject(`${name} says ${reason}`, () => getApp(s.ns, name), (a) => String(a?.status?.message ?? '').includes(reason), 60_000);
       const ready = app!.status.conditions.find((c: Json) => c.type === 'Ready');
       assert.equal(ready.status, 'False');
       assert.match(ready.message, new RegExp(`^0/2 replicas available; pod ${name}-[a-z0-9-]+: container app: ${reason}: .+`));
       assert.equal(app!.status.message, ready.message);
-      const wide = await kube(['-n', ns.name, 'get', 'application', name, '-o', 'wide']);
+      const wide = await kube(['-n', s.ns, 'get', 'application', name, '-o', 'wide']);
       assert.match(wide, new RegExp(reason), 'kubectl get -o wide shows it');
     });
   }
 
   it('while the HPA owns the replica count, status and kubectl get say so, whatever spec.replicas says', async () => {
-    await applyAsUser(appManifest(ns.name, 'hpa', { image: 'nginx:1.25', replicas: 5, autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 4, targetCPU: 80 } }));
-    const app = await waitForPhase(ns.name, 'hpa', 'Running');
-    const deployment = await getDeployment(ns.name, 'hpa');
+    await applyAsUser(appManifest(s.ns, 'hpa', { image: 'nginx:1.25', replicas: 5, autoscaling: { enabled: true, minReplicas: 2, maxReplicas: 4, targetCPU: 80 } }));
+    const app = await waitForPhase(s.ns, 'hpa', 'Running');
+    const deployment = await getDeployment(s.ns, 'hpa');
     assert.equal(app.status.desiredReplicas, deployment!.spec.replicas, 'desired comes from the Deployment the HPA scales, not from the spec');
     assert.notEqual(app.status.desiredReplicas, 5);
     const cond = app.status.conditions.find((c: Json) => c.type === 'Autoscaled');
     assert.equal(cond.status, 'True');
     assert.match(cond.message, /spec.replicas \(5\) is ignored and kubectl scale has no effect/);
-    const row = (await kubeJson<Json>(['-n', ns.name, 'get', 'application', 'hpa'])).status;
+    const row = (await kubeJson<Json>(['-n', s.ns, 'get', 'application', 'hpa'])).status;
     assert.equal(row.desiredReplicas, app.status.desiredReplicas);
-    const table = await kube(['-n', ns.name, 'get', 'application', 'hpa']);
+    const table = await kube(['-n', s.ns, 'get', 'application', 'hpa']);
     assert.match(table.split('\n')[0]!, /DESIRED/);
   });
 
   it('every VirtualService written in this file summed to 100 and never routed to a canary without ready pods', async () => {
-    const { seen, violations } = await routes.stop();
+    const { seen, violations } = await s.routes.stop();
     assert.ok(seen >= 6, `observed ${seen} VirtualService versions`);
     assert.deepEqual(violations, []);
   });

@@ -1,6 +1,6 @@
 // One source for both ways of installing: deploy/*.yaml (kubectl apply -k deploy/) must be exactly the Helm chart
-// rendered at its default values, the kustomization must list what the chart renders, and the chart's CRDs must be
-// the repository's crds/*.yaml. A hand edit of a generated file, a template nobody wired into the kustomization, or a
+// rendered at its default values, the kustomization must list what the chart renders, the chart's CRDs must be
+// the repository's crds/*.yaml, and deploy/monitoring's objects must carry its rule file and dashboard unchanged. A hand edit of a generated file, a template nobody wired into the kustomization, or a
 // CRD missing on either side fails here; `npm run deploy:generate` brings deploy/ back in line.
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -9,7 +9,8 @@ import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { promisify } from 'node:util';
 import { parse, parseAllDocuments } from 'yaml';
-import { chartDir, deployDir, generatedFilesOnDisk, helmBinary, renderDeployFiles } from '../../deploy/generate.ts';
+import { chartDir, deployDir, generatedFilesOnDisk, helmBinary, kustomizeRelease, renderDeployFiles } from '../../deploy/generate.ts';
+import { artifactPaths } from '../../stack/versions.ts';
 
 const exec = promisify(execFile);
 const crdsDir = join(deployDir, '..', 'crds');
@@ -30,9 +31,22 @@ describe('deploy/ is the Helm chart at its default values', () => {
 
   test('the kustomization lists the CRDs, the namespace and every generated manifest but the metrics Service', async () => {
     const generated = await generatedFilesOnDisk();
-    // The metrics Service is opt-in for kustomize users (deploy/README.md); Helm installs it by default.
-    const expected = ['../crds', 'namespace.yaml', ...generated.filter((f) => f !== 'metrics-service.yaml')];
+    // The metrics Service is opt-in for kustomize users (deploy/README.md); Helm installs it by default. The monitoring
+    // objects need the Prometheus Operator and Grafana, so they have a kustomization of their own (tested below).
+    const expected = ['../crds', 'namespace.yaml', ...generated.filter((f) => f !== 'metrics-service.yaml' && !f.startsWith('monitoring/'))];
     assert.deepEqual([...await resourcesOf(join(deployDir, 'kustomization.yaml'))].sort(), expected.sort());
+  });
+
+  test('deploy/monitoring/ installs the rule file\'s alerts as a PrometheusRule and the dashboard in a ConfigMap, unchanged', async () => {
+    const { stdout } = await exec(artifactPaths().kubectl, ['kustomize', join(deployDir, 'monitoring')], { maxBuffer: 16 << 20 });
+    const objects = docsOf(stdout) as { kind: string; metadata: { name: string; namespace: string }; spec?: unknown; data?: Record<string, string> }[];
+    assert.deepEqual(objects.map((o) => [o.kind, o.metadata.name, o.metadata.namespace]).sort(), [
+      ['ConfigMap', 'application-operator-dashboard', kustomizeRelease.namespace], ['PrometheusRule', 'application-operator', kustomizeRelease.namespace],
+    ]);
+    const rules: unknown = parse(await readFile(join(deployDir, 'monitoring', 'prometheus-rules.yaml'), 'utf8'));
+    assert.deepEqual(objects.find((o) => o.kind === 'PrometheusRule')?.spec, rules, 'the PrometheusRule is not the rule file: run `npm run deploy:generate`');
+    const dashboard: unknown = JSON.parse(await readFile(join(deployDir, 'monitoring', 'grafana-dashboard.json'), 'utf8'));
+    assert.deepEqual(JSON.parse(objects.find((o) => o.kind === 'ConfigMap')?.data?.['application-operator.json'] ?? 'null'), dashboard);
   });
 
   test('the chart installs exactly the repository\'s crds/*.yaml, and so does the kustomization', async () => {

@@ -1,20 +1,41 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { parse } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
 import { parseApplication } from '../../api/application.ts';
-import { application, canaryAppSpec, demoAppSpec } from '../fixtures/spec-examples.ts';
+import { parseRelease } from '../../api/release.ts';
+import { releaseExamples } from '../fixtures/release-examples.ts';
+import { analysisAppSpec, application, canaryAppSpec, demoAppSpec } from '../fixtures/spec-examples.ts';
 
+const read = (file: string) => readFileSync(new URL(`../../samples/${file}`, import.meta.url), 'utf8');
+
+// Each sample is an example the CRD tests also send to the real API server (spec-examples.ts, release-examples.ts).
 const samples = [
   { file: 'demo-app.yaml', expected: application('demo-app', demoAppSpec) },
   { file: 'canary-app.yaml', expected: application('canary-app', canaryAppSpec) },
+  { file: 'analysis-app.yaml', expected: application('checkout', analysisAppSpec) },
 ];
 
 for (const { file, expected } of samples) {
   test(`samples/${file} is the example the tables check, and valid`, () => {
-    const sample: unknown = parse(readFileSync(new URL(`../../samples/${file}`, import.meta.url), 'utf8'));
+    const sample: unknown = parse(read(file));
     assert.deepEqual(sample, expected);
     const parsed = parseApplication(sample);
     assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
   });
 }
+
+test('samples/release.yaml: its Release is the example the tables check, and every Application it names is in the file and valid', () => {
+  const docs = parseAllDocuments(read('release.yaml')).map((d) => d.toJS() as { kind: string; metadata: { name: string } });
+  const release = docs.find((d) => d.kind === 'Release');
+  assert.deepEqual(release, releaseExamples.find((e) => e.name === 'sample')?.release);
+  const parsed = parseRelease(release);
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+  const apps = docs.filter((d) => d.kind === 'Application');
+  for (const app of apps) {
+    const p = parseApplication(app);
+    assert.ok(p.ok, p.ok ? '' : p.message);
+  }
+  const named = parsed.release.spec.waves.flatMap((w) => w.applications.map((a) => a.name));
+  assert.deepEqual(apps.map((a) => a.metadata.name).sort(), [...named].sort());
+});

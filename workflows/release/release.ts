@@ -223,7 +223,8 @@ export class ReleaseEntity {
       this.state.failedApplication = stop.app;
       this.app(stop.app).phase = ReleaseAppPhase.Failed;
     }
-    await this.publish(this.state.phase, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
+    const undoing = aborted ? ReleasePhase.Aborting : ReleasePhase.RollingBack;
+    await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
       { reason: aborted ? 'ReleaseAborting' : 'ReleaseRollingBack', type: 'Warning' });
     const running = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Progressing);
     // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
@@ -240,7 +241,7 @@ export class ReleaseEntity {
     });
     for (const a of rollbackOrder(this.state.applications)) {
       if (!a.image || !a.previousImage) continue;
-      await this.publish(this.state.phase, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
+      await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
       await run(acts.revertApplication, `revert ${a.name} to ${a.previousImage}`, { namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage });
       await this.waitFor(`${a.name} to run ${a.previousImage} again`, [a.name], (o) => reverted(o, a.previousImage!));
       a.phase = ReleaseAppPhase.Reverted;
