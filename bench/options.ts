@@ -4,8 +4,14 @@ import { parseArgs } from 'node:util';
 
 const root = resolve(import.meta.dirname, '..');
 
+/** convergence: N apps at once against a floor (the default); latency: one app at a time on an idle operator. */
+export type Scenario = 'convergence' | 'latency';
+
 export interface Options {
+  scenario: Scenario;
   apps: number;
+  /** latency scenario: Applications created (then changed) one at a time. */
+  latencySample: number;
   workers: number[];
   idleSeconds: number;
   timeoutSeconds: number;
@@ -24,17 +30,22 @@ export interface Options {
 export type Command = { run: Options } | { report: string };
 
 export const usage = `usage: npm run bench -- --apps N [options]
-  --apps N                 Applications per run (required)
-  --workers K[,K2...]      worker processes per run: 1 in --mode all plus K-1 in --mode worker (default 1); a list runs each in turn
-  --idle-seconds S         idle window after convergence (default 60)
-  --timeout-seconds S      convergence timeout per run (default 300 + N/2)
+       npm run bench -- --scenario latency [--latency-sample 50] [--promote-sample 5] [options]
+  --scenario S             convergence (default): N apps at once, floor, cost, idle, memory, promote;
+                           latency: one operator process, idle but for one app at a time: create -> Running,
+                           spec change -> applied, and promote, each timed per app (no floor)
+  --apps N                 Applications per run (required for convergence)
+  --latency-sample L       latency: Applications created one at a time, then changed one at a time (default 50)
+  --workers K[,K2...]      convergence: worker processes per run: 1 in --mode all plus K-1 in --mode worker (default 1); a list runs each in turn
+  --idle-seconds S         convergence: idle window after convergence (default 60)
+  --timeout-seconds S      convergence: timeout per run (default 300 + N/2); latency: wait per app and change (default 60)
   --promote-sample M       canaries promoted per run to time promote (default 5; 0 skips)
-  --create-concurrency C   Application creates in flight (default 20)
-  --apply-concurrency C    floor: apps applied at once, like the operator's max concurrent activities (default 10)
-  --history-sample H       workflow histories read to count Temporal events, extrapolated to all (default 200)
+  --create-concurrency C   convergence: Application creates in flight (default 20)
+  --apply-concurrency C    convergence, floor: apps applied at once, like the operator's max concurrent activities (default 10)
+  --history-sample H       convergence: workflow histories read to count Temporal events, extrapolated to all (default 200)
   --pod-delay-ms MS        kwok delay per pod transition (default 100)
   --out DIR                where results go (default results/)
-  --no-floor               skip the floor measurement
+  --no-floor               skip the floor measurement (the latency scenario has none)
   --operator-arg FLAG      extra flag for every operator process (repeatable), e.g. --operator-arg=--coalesce-ms=100
   --keep-stack             leave the stack running (prints its state dir)
   --report FILE            print the tables of an earlier results/bench-*.json again (no stack is started)`;
@@ -44,8 +55,10 @@ export function parseOptions(argv: string[]): Command {
   const { values } = parseArgs({
     args: argv,
     options: {
+      scenario: { type: 'string', default: 'convergence' },
       apps: { type: 'string' },
-      workers: { type: 'string', default: '1' },
+      'latency-sample': { type: 'string', default: '50' },
+      workers: { type: 'string' },
       'idle-seconds': { type: 'string', default: '60' },
       'timeout-seconds': { type: 'string' },
       'promote-sample': { type: 'string', default: '5' },
@@ -73,20 +86,27 @@ export function parseOptions(argv: string[]): Command {
     if (v === undefined || !Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min} (got ${v ?? 'nothing'})\n${usage}`);
     return n;
   };
-  const apps = int('apps', values.apps, 1);
-  const workers = values.workers.split(',').map((w) => int('workers', w.trim(), 1));
+  const scenario = values.scenario;
+  if (scenario !== 'convergence' && scenario !== 'latency') throw new Error(`--scenario must be convergence or latency (got ${scenario})\n${usage}`);
+  const latencySample = int('latency-sample', values['latency-sample'], 1);
+  // The latency scenario runs one operator process on its own sample: --apps and --workers are not its knobs.
+  if (scenario === 'latency' && (values.apps !== undefined || (values.workers !== undefined && values.workers !== '1'))) {
+    throw new Error(`--scenario latency runs one operator process on --latency-sample apps; --apps and --workers are for the convergence scenario\n${usage}`);
+  }
+  const apps = scenario === 'latency' ? latencySample : int('apps', values.apps, 1);
+  const workers = scenario === 'latency' ? [1] : (values.workers ?? '1').split(',').map((w) => int('workers', w.trim(), 1));
   return {
     run: {
-      apps, workers,
+      scenario, apps, latencySample, workers,
       idleSeconds: int('idle-seconds', values['idle-seconds'], 0),
-      timeoutSeconds: values['timeout-seconds'] ? int('timeout-seconds', values['timeout-seconds'], 1) : 300 + Math.ceil(apps / 2),
+      timeoutSeconds: values['timeout-seconds'] ? int('timeout-seconds', values['timeout-seconds'], 1) : scenario === 'latency' ? 60 : 300 + Math.ceil(apps / 2),
       promoteSample: int('promote-sample', values['promote-sample'], 0),
       createConcurrency: int('create-concurrency', values['create-concurrency'], 1),
       applyConcurrency: int('apply-concurrency', values['apply-concurrency'], 1),
       historySample: int('history-sample', values['history-sample'], 1),
       podDelayMs: int('pod-delay-ms', values['pod-delay-ms'], 0),
       out: resolve(values.out),
-      floor: !values['no-floor'],
+      floor: scenario === 'convergence' && !values['no-floor'],
       keepStack: values['keep-stack'],
       operatorArgs: values['operator-arg'],
     },
