@@ -8,6 +8,7 @@ import { isWrite, sum } from './apiserver.ts';
 import { latencyChartSvg, writeChart, type Series } from './chart.ts';
 import type { CpuSnapshot } from './cpu.ts';
 import type { FloorResult } from './floor.ts';
+import type { LatencyPart, LatencyResult } from './latency.ts';
 import type { LoadSummary } from './load.ts';
 import type { ImportCost, MemorySnapshot } from './memory.ts';
 import type { RunResult } from './operator-run.ts';
@@ -42,6 +43,8 @@ export interface Report {
   definitions: Record<string, string>;
   floor: FloorResult | null;
   runs: RunResult[];
+  /** The latency scenario's result (its runs are empty and its floor null). */
+  latency?: LatencyResult;
   /** What importing the operator's modules costs, each in a fresh process. */
   imports?: ImportCost[];
   targets: { target: string; results: { workers: number; verdict: string; value: string }[] }[];
@@ -72,6 +75,36 @@ export const definitions: Record<string, string> = {
   idleWrites: 'POST/PUT/PATCH/APPLY/DELETE requests made by the operator processes (client-side probe) in the idle window',
   apiAllClients: 'apiserver_request_total deltas over the window, all clients, minus the benchmark\'s own polling',
 };
+
+/** What the latency scenario measures, written into its results. */
+export const latencyDefinitions: Record<string, string> = {
+  'create -> Running': 'one Application created at a time (image nginx:1.25, replicas 1) on an otherwise idle operator: from the create request being answered to the first read of that Application, its Deployment and its Service (read together every 50 ms) that sees status.phase Running at observedGeneration == metadata.generation and both children present; kwok\'s pod delay (podDelayMs) is part of it',
+  'spec change -> applied': 'the same apps, one at a time: from a merge patch of spec.image being answered to the first read (every 50 ms) that sees the new image in the Deployment\'s pod template and status.observedGeneration == the generation the patch answered with',
+  'promote -> 100% stable': 'bench/promote.ts: promote update accepted -> VirtualService read back (every 100 ms) at 100% stable, canaries promoted one at a time',
+  milestones: 'ms from the start of a sample until a poll first saw each step, median over the sample',
+  'samples that did not complete': 'count as never in the targets\' percentiles (a timed-out sample cannot make a target pass)',
+};
+
+/** The latency scenario's targets: part, percentile, limit. */
+export const latencyGoals: { part: 'create' | 'update' | 'promote'; label: string; pct: 'p50' | 'p99'; limitMs: number }[] = [
+  { part: 'create', label: 'create -> Running', pct: 'p50', limitMs: 1000 },
+  { part: 'create', label: 'create -> Running', pct: 'p99', limitMs: 2000 },
+  { part: 'update', label: 'spec change -> applied', pct: 'p50', limitMs: 500 },
+  { part: 'promote', label: 'promote -> 100% stable', pct: 'p50', limitMs: 1000 },
+];
+
+/** The latency scenario's targets with a verdict each (reported, never asserted); samples that did not complete count as never. */
+export function latencyTargets(l: Pick<LatencyResult, 'create' | 'update' | 'promote'>): Report['targets'] {
+  return latencyGoals.map((g) => {
+    const target = `${g.label} ${g.pct} < ${g.limitMs / 1000} s`;
+    const part: Pick<LatencyPart, 'sample' | 'latenciesMs' | 'errors'> | null = l[g.part];
+    const d = part ? distribution([...part.latenciesMs, ...part.errors.map(() => Infinity)]) : null;
+    if (!part || !d) return { target, results: [{ workers: 1, verdict: verdict(null), value: 'not measured' }] };
+    const v = d[g.pct];
+    const value = `${Number.isFinite(v) ? `${(v / 1000).toFixed(2)} s` : 'did not complete'}${part.errors.length ? ` (${part.errors.length}/${part.sample} did not complete)` : ''}`;
+    return { target, results: [{ workers: 1, verdict: verdict(v < g.limitMs), value }] };
+  });
+}
 
 const OUR_COMPONENTS = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator'];
 
@@ -136,9 +169,18 @@ export function printReport(rep: Report): void {
   out.push(`machine:  ${String(m['cores'])} cores (${String(m['cpu'])}), ${String(m['memoryGiB'])} GiB memory, ${String(m['os'])}; load average at start ${String(m['loadAtStart'])} (other work shares this machine: numbers are noisy)`);
   out.push(`versions: ${Object.entries(rep.versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
   out.push(`command:  ${rep.command}`);
-  if (rep.code) out.push(`code:     commit ${rep.code.commit}${rep.code.uncommitted.length ? ` + uncommitted: ${rep.code.uncommitted.join(', ')}` : ''}; operator sources ${rep.code.bundleSource} at bundling${runs.some((r) => r.sourceHash !== rep.code.bundleSource) ? `; CHANGED during the benchmark: ${runs.map((r) => `${r.workers}w ran ${r.sourceHash}`).join(', ')}` : ', unchanged for every run'}`);
+  const ran = rep.latency ? [{ label: 'the operator', hash: rep.latency.sourceHash }] : runs.map((r) => ({ label: `${r.workers}w`, hash: r.sourceHash }));
+  if (rep.code) out.push(`code:     commit ${rep.code.commit}${rep.code.uncommitted.length ? ` + uncommitted: ${rep.code.uncommitted.join(', ')}` : ''}; operator sources ${rep.code.bundleSource} at bundling${ran.some((r) => r.hash !== rep.code.bundleSource) ? `; CHANGED during the benchmark: ${ran.map((r) => `${r.label} ran ${r.hash}`).join(', ')}` : ', unchanged for every run'}`);
   out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1 (children: Deployment + Service)`);
-  if (runs[0]) out.push(`operator: application-operator run ${runs[0].operatorFlags.filter((f) => !/kubeconfig|address|bundle|metrics-addr|task-queue|namespaces=/.test(f)).join(' ')} (other flags at their defaults)`);
+  const flags = runs[0]?.operatorFlags ?? rep.latency?.operatorFlags;
+  if (flags) out.push(`operator: application-operator run ${flags.filter((f) => !/kubeconfig|address|bundle|metrics-addr|task-queue|namespaces=/.test(f)).join(' ')} (other flags at their defaults)`);
+  if (rep.latency) {
+    latencyTables(rep, rep.latency, out);
+    h('Files');
+    for (const f of rep.files) out.push(relative(process.cwd(), f) || f);
+    console.log(out.join('\n'));
+    return;
+  }
 
   h(`Convergence, N = ${n} (latency: create answered -> first 500 ms poll seeing phase Running at the current generation with Deployment and Service present)`);
   const rows: (string | number)[][] = [];
@@ -251,6 +293,47 @@ export function printReport(rep: Report): void {
   console.log(out.join('\n'));
 }
 
+/** The latency scenario's tables, after the setup lines. */
+function latencyTables(rep: Report, l: LatencyResult, out: string[]): void {
+  const h = (t: string) => out.push('', `== ${t}`);
+  const parts: [string, LatencyPart | null][] = [['create -> Running', l.create], ['spec change -> applied', l.update], ['promote -> 100% stable', l.promote]];
+  h(`Latency: one app at a time on an idle operator (1 process; the app and its children read every ${l.pollMs} ms; ${l.gapMs} ms between samples)`);
+  out.push(table(['part', 'sample', 'p50 s', 'p95 s', 'p99 s', 'max s', 'part s', 'load avg (max)', 'others\' CPU'], parts.filter(([, p]) => p).map(([name, p]) => {
+    const d = p!.latency;
+    return [name, `${p!.latenciesMs.length}/${p!.sample}`, d ? d.p50 / 1000 : '-', d ? d.p95 / 1000 : '-', d ? d.p99 / 1000 : '-', d ? d.max / 1000 : '-', p!.seconds, ...loadCells(p!.load)];
+  })));
+  out.push(`load avg = the 1-minute load average sampled every 2 s during the part (mean, and max); others' CPU = the share of the machine's ${String(rep.machine['cores'])} cores used by processes this benchmark does not measure`);
+  out.push(`create -> Running includes kwok's pod delay (podDelayMs ${rep.options.podDelayMs} per pod transition); promote's part s includes creating its ${l.promote?.sample ?? 0} mesh apps and waiting for their canaries at 20%`);
+
+  h('Where the time goes: median ms from the start of a sample to the first read that saw each step');
+  for (const [name, p] of parts) {
+    if (!p) continue;
+    const steps = Object.entries(p.milestones).map(([k, v]) => [k, distribution(v)?.p50 ?? NaN] as const).sort((a, b) => a[1] - b[1]);
+    if (steps.length) out.push(`${name}: ${steps.map(([k, v]) => `${k} ${fmt(v)}`).join(', ')}`);
+  }
+  if (l.promote) {
+    const u = distribution(l.promote.detail.updateMs);
+    if (u) out.push(`promote: the update call itself took p50 ${fmt(u.p50)} ms, max ${fmt(u.max)} ms (before the timed window)`);
+  }
+  const names = [...new Set(parts.flatMap(([, p]) => Object.keys(p?.histograms ?? {})))].sort();
+  if (names.length) {
+    out.push('', 'The operator\'s histograms over each part (mean, count; the Temporal SDK\'s in ms, *_seconds in s):');
+    out.push(table(['metric', ...parts.map(([n]) => n)], names.map((k) => [k.replace(/^temporal_|^application_operator_/, ''), ...parts.map(([, p]) => {
+      const x = p?.histograms[k];
+      return x ? `${fmt(x.mean)} (n=${x.count})` : '-';
+    })])));
+  }
+
+  h('Targets (reported, never asserted)');
+  out.push(table(['target', 'result'], rep.targets.map((t) => [t.target, t.results.map((x) => `${x.verdict} ${x.value}`).join(', ')])));
+
+  h('Diagnostics');
+  out.push(`watcher signals ${JSON.stringify(l.diagnostics.signals)}; operator RSS ${mb(l.memory.readyRssMB)} when ready, peak ${mb(l.memory.peakRssMB)}`);
+  const lg = l.diagnostics.log;
+  out.push(`operator log ${lg.warnings} warnings, ${lg.errors} errors${Object.keys(lg.messages).length ? `: ${Object.entries(lg.messages).sort((a, b) => b[1] - a[1]).slice(0, 5).map(([k, v]) => `${v}x ${k}`).join('; ')}` : ''}`);
+  for (const [name, p] of parts) for (const e of (p?.errors ?? []).slice(0, 5)) out.push(`${name}: ${e}`);
+}
+
 /** One run as a chart series. */
 function series(r: RunResult, floor: FloorResult | null): Series {
   return { label: `N=${r.apps}, ${r.workers} worker${r.workers > 1 ? 's' : ''}`, latenciesMs: r.latenciesMs, makespanMs: r.makespanSeconds * 1000, ...(floor ? { floorMs: floor.makespanSeconds * 1000 } : {}) };
@@ -262,6 +345,12 @@ function series(r: RunResult, floor: FloorResult | null): Series {
  */
 export async function writeResults(rep: Report, base: string, logDir: string): Promise<string | undefined> {
   const dir = rep.options.out;
+  if (rep.latency) {
+    // The charts are of the convergence scenario's runs; a latency result is its JSON and the operator's log.
+    rep.files.push(`${base}.json`, logDir);
+    await writeFile(`${base}.json`, JSON.stringify(rep, null, 1));
+    return undefined;
+  }
   const chart = await writeChart(`${base}.svg`, latencyChartSvg(
     rep.runs.map((r) => series(r, rep.floor)),
     `Application convergence latency, N = ${rep.options.apps}`,

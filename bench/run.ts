@@ -5,6 +5,11 @@
 // per-app convergence latency, makespan and its ratio to the floor, API requests and Temporal events per app, an idle
 // window after convergence, peak RSS and the promote latency of a few canaries. Prints tables, writes JSON and an
 // SVG chart under results/, and tears the stack down (also on Ctrl-C).
+//
+// npm run bench -- --scenario latency [--latency-sample 50] [--promote-sample 5]
+//
+// The same stack, no floor: one operator process times one app at a time (create -> Running, spec change ->
+// applied, promote) and writes results/bench-latency-<time>.json.
 import { mkdir, readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { down, kubectl } from '../stack/stack.ts';
@@ -16,9 +21,10 @@ import { LoadSampler } from './load.ts';
 import { importCosts } from './memory.ts';
 import type { Ctx } from './context.ts';
 import { runFloor } from './floor.ts';
+import { runLatency } from './latency.ts';
 import { runOperator, type RunResult } from './operator-run.ts';
 import { parseOptions } from './options.ts';
-import { definitions, printReport, setup, targets, writeResults, type Report } from './report.ts';
+import { definitions, latencyDefinitions, latencyTargets, printReport, setup, targets, writeResults, type Report } from './report.ts';
 import { gitState, sourceHash } from './source.ts';
 import { PhaseError, phase, phaseNow, progress, secs } from './util.ts';
 
@@ -29,7 +35,7 @@ async function main(): Promise<number> {
   const parsed = parseOptions(argv);
   if ('report' in parsed) {
     const rep = JSON.parse(await readFile(parsed.report, 'utf8')) as Report;
-    rep.targets = targets(rep.options, rep.runs, rep.floor);
+    rep.targets = rep.latency ? latencyTargets(rep.latency) : targets(rep.options, rep.runs, rep.floor);
     printReport(rep);
     return 0;
   }
@@ -40,7 +46,9 @@ async function main(): Promise<number> {
   const pods = opts.apps * ((opts.floor ? 1 : 0) + runsCount) + runsCount * opts.promoteSample * 2;
   const nodes = Math.ceil(pods / 4000) + 1;
   const { machine, versions } = await setup();
-  const imports = await phase('memory: what importing the operator\'s modules costs (fresh processes)', () => importCosts());
+  const latencyScenario = opts.scenario === 'latency';
+  // What importing costs is the convergence scenario's memory story; the latency scenario skips it.
+  const imports = latencyScenario ? undefined : await phase('memory: what importing the operator\'s modules costs (fresh processes)', () => importCosts());
   progress(`benchmark: ${command}`);
   progress(`machine: ${String(machine['cores'])} cores (${String(machine['cpu'])}), ${String(machine['memoryGiB'])} GiB; load average ${String(machine['loadAtStart'])}`);
   progress(`versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
@@ -48,7 +56,7 @@ async function main(): Promise<number> {
   progress(`code: commit ${git.commit}${git.dirty.length ? ` + uncommitted changes in ${git.dirty.join(', ')}` : ''}`);
 
   const stamp = startedAt.toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
-  const base = join(opts.out, `bench-${opts.apps}apps-w${opts.workers.join('_')}-${stamp}`);
+  const base = join(opts.out, latencyScenario ? `bench-latency-${stamp}` : `bench-${opts.apps}apps-w${opts.workers.join('_')}-${stamp}`);
   // Operator logs and probe files are kept with the results (the stack's own logs go with its state dir).
   const logDir = `${base}-logs`;
   await mkdir(logDir, { recursive: true });
@@ -101,6 +109,20 @@ async function main(): Promise<number> {
     const load = new LoadSampler(() => [...stackPids(info), ...operatorPids], Number(machine['cores']));
     cleanups.push(() => Promise.resolve(load.stop()));
     const ctx: Ctx = { opts, info, api, kube: await kubeApi(), temporal: await temporalClient(), bundleSource, logDir, cleanups, load, operatorPids };
+
+    if (latencyScenario) {
+      const latency = await runLatency(ctx);
+      const report: Report = {
+        command, startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), machine, versions,
+        code: { commit: git.commit, uncommitted: git.dirty, bundleSource },
+        options: { ...opts, nodes }, definitions: latencyDefinitions,
+        floor: null, runs: [], latency, targets: latencyTargets(latency), files: [],
+      };
+      await writeResults(report, base, logDir);
+      printReport(report);
+      const parts = [latency.create, latency.update, latency.promote];
+      return parts.every((p) => !p || p.errors.length === 0) ? 0 : 2;
+    }
 
     const floor = opts.floor ? await runFloor(ctx) : null;
     if (floor) progress(`floor: ${floor.makespanSeconds.toFixed(1)} s from the first create to ${floor.apps} Deployments available`);

@@ -1,0 +1,68 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { histogramDelta } from '../../bench/latency.ts';
+import { parseOptions } from '../../bench/options.ts';
+import { latencyTargets } from '../../bench/report.ts';
+
+const part = (latenciesMs: number[], errors: string[] = []) => ({ sample: latenciesMs.length + errors.length, latenciesMs, errors });
+const verdicts = (t: ReturnType<typeof latencyTargets>) => t.map((x) => `${x.target}: ${x.results[0]!.verdict} ${x.results[0]!.value}`);
+
+describe('latencyTargets', () => {
+  test('PASS and MISS by percentile', () => {
+    const create = part([...Array.from({ length: 49 }, () => 800), 2500]);
+    assert.deepEqual(verdicts(latencyTargets({ create, update: part([400, 450, 700]), promote: part([1200, 1300, 900]) } as never)), [
+      'create -> Running p50 < 1 s: PASS 0.80 s',
+      'create -> Running p99 < 2 s: MISS 2.50 s',
+      'spec change -> applied p50 < 0.5 s: PASS 0.45 s',
+      'promote -> 100% stable p50 < 1 s: MISS 1.20 s',
+    ]);
+  });
+
+  test('samples that did not complete count as never; a part not measured is n/a', () => {
+    const t = verdicts(latencyTargets({ create: part([100], ['app-1: timed out', 'app-2: timed out']), update: part([100, 100, 100], ['app-3: timed out']), promote: null } as never));
+    assert.deepEqual(t, [
+      'create -> Running p50 < 1 s: MISS did not complete (2/3 did not complete)',
+      'create -> Running p99 < 2 s: MISS did not complete (2/3 did not complete)',
+      'spec change -> applied p50 < 0.5 s: PASS 0.10 s (1/4 did not complete)',
+      'promote -> 100% stable p50 < 1 s: n/a not measured',
+    ]);
+  });
+});
+
+describe('histogramDelta', () => {
+  test('means over the window between two scrapes; histograms without new observations are left out', () => {
+    const before = { a: { count: 2, mean: 1 }, b: { count: 5, mean: 3 } };
+    const after = { a: { count: 4, mean: 2 }, b: { count: 5, mean: 3 }, c: { count: 1, mean: 7 } };
+    assert.deepEqual(histogramDelta(after, before), { a: { count: 2, mean: 3 }, c: { count: 1, mean: 7 } });
+  });
+});
+
+describe('bench options: --scenario', () => {
+  test('convergence stays the default and needs --apps', () => {
+    const c = parseOptions(['--apps', '10']);
+    assert.ok('run' in c);
+    assert.equal(c.run.scenario, 'convergence');
+    assert.equal(c.run.floor, true);
+    assert.throws(() => parseOptions([]), /--apps must be/);
+  });
+
+  test('latency: its own sample, one process, no floor, 60 s per wait', () => {
+    const c = parseOptions(['--scenario', 'latency']);
+    assert.ok('run' in c);
+    assert.equal(c.run.scenario, 'latency');
+    assert.equal(c.run.latencySample, 50);
+    assert.equal(c.run.apps, 50);
+    assert.deepEqual(c.run.workers, [1]);
+    assert.equal(c.run.floor, false);
+    assert.equal(c.run.timeoutSeconds, 60);
+    assert.equal(c.run.promoteSample, 5);
+    const l = parseOptions(['--scenario', 'latency', '--latency-sample', '7']);
+    assert.ok('run' in l && l.run.apps === 7);
+  });
+
+  test('latency refuses the convergence knobs, and an unknown scenario is refused', () => {
+    assert.throws(() => parseOptions(['--scenario', 'latency', '--apps', '10']), /--apps and --workers are for the convergence scenario/);
+    assert.throws(() => parseOptions(['--scenario', 'latency', '--workers', '2']), /--apps and --workers/);
+    assert.throws(() => parseOptions(['--scenario', 'soak']), /--scenario must be convergence or latency/);
+  });
+});
