@@ -37,6 +37,7 @@ const local = proxyLocalActivities<Activities>({
   retry: { initialInterval: '100ms', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [FailureType.InvalidSpec, FailureType.ApplyRejected] },
 });
 const localPassesPatch = 'reconcile-as-local-activity';
+const forwardStablePatch = 'recheck-rollout-on-stable-status';
 
 /** Failure types the reconcile activity raises after writing a status condition that explains them. */
 const reportedFailures: ReadonlySet<string> = new Set([FailureType.InvalidSpec, FailureType.ApplyRejected]);
@@ -107,9 +108,11 @@ class ApplicationEntity {
     this.state.lastReason = reason;
     // A running rollout looks at once when one of its children changed: a hand edit of its routes, its Deployment
     // deleted, its pods becoming ready or not. It puts back what was taken and moves traffic off an empty canary.
+    // The stable Deployment's status too, which a promotion waits on (histories from before this did not forward it).
     const running = this.running;
     const canary = `Deployment/${canaryName({ metadata: { name: this.state.name } })}`;
-    if (running && (reason === 'child' || (reason === 'child-status' && object === canary))) {
+    const stable = `Deployment/${this.state.name}`;
+    if (running && (reason === 'child' || (reason === 'child-status' && (object === canary || (object === stable && patched(forwardStablePatch)))))) {
       void running.handle.signal(recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => log.warn('could not ask the rollout to recheck', { err: String(err) }));
     }
   }

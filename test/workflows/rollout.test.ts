@@ -172,6 +172,22 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.deepEqual(undo, ['restoreStableImage', 'removeCanary'], 'undos run in reverse order of their steps');
   });
 
+  it('a promotion waiting for stable looks again as soon as the stable Deployment changes, not at the next poll', async () => {
+    // Gates every minute: between polls of the stable Deployment the rollout waits 2 s, unless told it changed.
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }], gates: { ...gates, intervalMs: 60_000 } }), { stableDoneAt: 1 });
+    await run.r.until('first look at stable', (r) => r.count('stableRolledOut') >= 1);
+    const gateChecks = run.r.count('observeCanary');
+    await run.handle.signal(recheckSignal, { object: 'Deployment/app' });
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted');
+    assert.equal(run.r.count('stableRolledOut'), 2);
+    assert.equal(run.r.count('observeCanary'), gateChecks, 'the stable Deployment\'s change needs no gate check');
+    const events = (await run.handle.fetchHistory()).events ?? [];
+    const cancelled = events.filter((e) => e.timerCanceledEventAttributes).map((e) => String(e.timerCanceledEventAttributes?.timerId));
+    const wait = events.find((e) => e.timerStartedEventAttributes && /next look/.test(summaryOf(e) ?? '') && cancelled.includes(String(e.timerStartedEventAttributes.timerId)));
+    assert.ok(wait, 'the wait between polls ended early, cancelled by the change');
+  });
+
   it('cancellation compensates under a non-cancellable scope, then the workflow ends cancelled', async () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 40 }, { kind: 'pause', ms: null }] }));
     await run.r.until('paused', paused);

@@ -279,7 +279,8 @@ export class WorkflowTier {
 /** The ActivityTaskScheduled and TimerStarted events of a history that carry no summary (as "#id EVENT_TYPE"). */
 export function unsummarized(history: proto.temporal.api.history.v1.IHistory): string[] {
   return (history.events ?? [])
-    .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED || e.eventType === EventType.EVENT_TYPE_TIMER_STARTED)
+    .filter((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED || e.eventType === EventType.EVENT_TYPE_TIMER_STARTED
+      || e.markerRecordedEventAttributes?.markerName === 'core_local_activity')
     .filter((e) => !summaryOf(e))
     .map((e) => `#${String(e.eventId)} ${EventType[e.eventType ?? 0]}`);
 }

@@ -51,6 +51,9 @@ export class Rollout {
   private resumes = 0;
   /** A child the rollout owns changed: check at once rather than at the next interval. */
   private recheck = false;
+  /** Set while promote() waits for the stable Deployment; its status changing ends the wait at once. */
+  private awaitingStable = false;
+  private stableChanged = false;
   /** What the steps ask to route to the canary; what is routed (route) is nothing while the canary has no ready replica. */
   private target: CanaryRoute = noCanaryRoute;
   private route: CanaryRoute = noCanaryRoute;
@@ -124,10 +127,18 @@ export class Rollout {
     return this.snapshot();
   }
 
-  /** A child the rollout owns changed: look now. */
+  /**
+   * A child the rollout owns changed: look now. The stable Deployment's status matters only while a promotion waits
+   * for it to roll out; it needs no gate check.
+   */
   recheckNow(object?: string): void {
-    log.info('a child of the rollout changed: checking now', { object });
-    this.recheck = true;
+    if (object === `Deployment/${this.ref.name}`) {
+      if (!this.awaitingStable) return;
+      this.stableChanged = true;
+    } else {
+      log.info('a child of the rollout changed: checking now', { object });
+      this.recheck = true;
+    }
     this.requests++;
   }
 
@@ -222,13 +233,17 @@ export class Rollout {
     await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
     await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
     this.onUndo(`restore the stable image ${this.plan.stableImage}`, acts.restoreStableImage, { ...this.ref, plan: this.plan });
+    this.awaitingStable = true;
     for (;;) {
+      this.stableChanged = false;
       const stable = await this.call(`check that stable runs ${this.plan.image}`, acts.stableRolledOut, { ...this.ref, image: this.plan.image });
       if (stable.done) break;
       this.state.message = stable.message;
-      // Between polls gates keep running and an abort is still honoured.
-      await this.watch({ until: Date.now() + Math.min(this.plan.gates.intervalMs, 2000) });
+      // Between polls gates keep running and an abort is still honoured; the stable Deployment's status changing
+      // (its Application's workflow forwards it) ends the wait at once.
+      await this.watch({ until: Date.now() + Math.min(this.plan.gates.intervalMs, 2000), done: () => this.stableChanged });
     }
+    this.awaitingStable = false;
     await this.routeTo(noCanaryRoute);
     await this.call('remove the canary', acts.removeCanary, this.ref);
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
