@@ -5,7 +5,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { API_VERSION, KIND, childName } from '../api/constants.ts';
 import type { KubeObject } from '../kube/client.ts';
-import { StopPolling } from '../lib/poll.ts';
+import { StopPolling, eventually } from '../lib/poll.ts';
 import { kinds } from '../render/children.ts';
 import { appManifest } from '../testkit/apps.ts';
 import { appNames, createNamespace } from './apps.ts';
@@ -81,26 +81,15 @@ export function histogramDelta(after: Record<string, { count: number; mean: numb
 }
 
 /**
- * Reads `fn` every `intervalMs` (from the start of one read to the next) until it returns a value; StopPolling (the
- * operator died) ends it at once, other errors count as "not yet"; throws on timeout with what was last seen.
+ * Reads `fn` every `intervalMs` (from the start of one read to the next) until it returns a value; the operator
+ * dying ends it at once (checked every 20 reads).
  */
-async function pollEvery<T>(what: string, intervalMs: number, timeoutMs: number, ops: Operators, fn: () => Promise<T | undefined>): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (let polls = 1; ; polls++) {
-    const started = Date.now();
-    let last: string;
-    try {
-      const v = await fn();
-      if (v !== undefined) return v;
-      last = 'not yet';
-    } catch (err) {
-      if (err instanceof StopPolling) throw err;
-      last = err instanceof Error ? err.message : String(err);
-    }
-    if (polls % 20 === 0) await ops.assertAlive();
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs / 1000} s waiting for ${what}; last: ${last}`);
-    await sleep(Math.max(0, intervalMs - (Date.now() - started)));
-  }
+function pollEvery<T>(what: string, intervalMs: number, timeoutMs: number, ops: Operators, fn: () => Promise<T | undefined>): Promise<T> {
+  let polls = 0;
+  return eventually(what, async () => {
+    if (++polls % 20 === 0) await ops.assertAlive();
+    return fn();
+  }, { timeoutMs, intervalMs, paced: true });
 }
 
 /** Runs samples one at a time, collecting latencies, milestones and errors into a part. */

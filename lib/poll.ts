@@ -7,10 +7,15 @@ export class StopPolling extends Error {}
  * Polls fn until it returns a value other than undefined. A thrown error counts as "not yet", except StopPolling,
  * which ends the wait; on timeout the error says what was last seen, so a failure explains itself.
  */
-export async function eventually<T>(what: string, fn: () => Promise<T | undefined>, opts: { timeoutMs?: number; intervalMs?: number } = {}): Promise<T> {
+export async function eventually<T>(
+  what: string, fn: () => Promise<T | undefined>,
+  /** intervalMs is the pause between reads, or with `paced` the time from the start of one read to the next. */
+  opts: { timeoutMs?: number; intervalMs?: number; paced?: boolean } = {},
+): Promise<T> {
   const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
   let last: unknown;
   for (;;) {
+    const started = Date.now();
     try {
       const v = await fn();
       if (v !== undefined) return v;
@@ -20,6 +25,7 @@ export async function eventually<T>(what: string, fn: () => Promise<T | undefine
       last = err instanceof Error ? err.message : err;
     }
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last: ${typeof last === 'string' ? last : JSON.stringify(last)}`);
-    await sleep(opts.intervalMs ?? 250);
+    const interval = opts.intervalMs ?? 250;
+    await sleep(opts.paced ? Math.max(0, interval - (Date.now() - started)) : interval);
   }
 }
