@@ -21,6 +21,9 @@ async function main(): Promise<number> {
   let stack: RunStack | undefined;
   const env: Record<string, string> = { ...process.env } as Record<string, string>;
   try {
+    // The browser tests need Debian's Chromium: installed here when missing, so that this command alone sets a fresh
+    // machine up (the script says why when it cannot; the browser tests then fail and say so too).
+    if (phases.some((ph) => ph.patterns.some((p) => p.includes('test/integration')))) await ensureChromium();
     if (needsStack) {
       stack = await startRunStack({
         prefix: 'app-operator-test', workflowsPath: join(root, 'test', 'fixtures', 'bundle.ts'),
@@ -45,6 +48,14 @@ async function main(): Promise<number> {
   } finally {
     await stack?.stop();
   }
+}
+
+function ensureChromium(): Promise<void> {
+  return new Promise((done) => {
+    const child = spawn('bash', [join(root, 'scripts', 'ensure-chromium.sh')], { stdio: 'inherit' });
+    child.on('exit', () => done());
+    child.on('error', () => done());
+  });
 }
 
 function runTests(patterns: string[], concurrency: string, env: Record<string, string>, tapFile: string): Promise<number> {
