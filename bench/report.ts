@@ -68,7 +68,7 @@ export async function setup(): Promise<Pick<Report, 'machine' | 'versions'>> {
 
 /** What each measure means, written into every result. */
 export const definitions: Record<string, string> = {
-  latency: 'per app: from the create request being answered to the first poll (Applications, Deployments and Services listed every 500 ms) that sees status.observedGeneration == metadata.generation, phase Running, and the Deployment and Service present',
+  latency: 'per app: from the create request being answered to the first look (every 500 ms, at the Applications, Deployments and Services as watches report them) that sees status.observedGeneration == metadata.generation, phase Running, and the Deployment and Service present',
   makespan: 'from the first create request to the last app converged',
   floor: 'the same N apps created without an operator, read back, rendered with renderChildren and server-side applied at the operator\'s concurrency, until every Deployment is available; no Temporal, no status writes',
   temporalActions: 'workflow starts + signals + activities scheduled + local activities (markers) + timers started (counted from histories; extrapolated from a sample when the run has more executions than --history-sample)',
@@ -182,7 +182,7 @@ export function printReport(rep: Report): void {
     return;
   }
 
-  h(`Convergence, N = ${n} (latency: create answered -> first 500 ms poll seeing phase Running at the current generation with Deployment and Service present)`);
+  h(`Convergence, N = ${n} (latency: create answered -> first 500 ms look at the watched state seeing phase Running at the current generation with Deployment and Service present)`);
   const rows: (string | number)[][] = [];
   if (floor) rows.push(['floor (SSA, no Temporal)', floor.apps, 0, '-', '-', '-', '-', floor.makespanSeconds, 1, floor.cpu ? 1 : '-', ...loadCells(floor.load)]);
   for (const r of runs) {

@@ -53,7 +53,13 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     const stateDir = await mkdtemp(join(tmpdir(), `${opts.prefix}-`));
     print(`starting a stack for this run in ${stateDir}`);
     opts.onStateDir?.(stateDir);
-    info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, print });
+    try {
+      info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, print });
+    } catch (err) {
+      // The servers that did start are not left running behind a failed start.
+      await down(stateDir, { purge: true }).catch(() => undefined);
+      throw err;
+    }
     owned = true;
   }
   const bundle = await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, logger: quietLogger });
