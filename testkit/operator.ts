@@ -89,11 +89,21 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
     });
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
+    // Only this process saying it serves on our port makes /readyz its answer: another test's server may hold a
+    // port picked at the same moment, and would answer for it.
+    let bound = false;
+    let seen = '';
+    child.stdout?.on('data', (d: Buffer) => {
+      if (bound) return;
+      seen = (seen + d.toString()).slice(-8192);
+      bound = seen.split('\n').some((l) => l.includes('serving /metrics') && l.includes(`"addr":"127.0.0.1:${port}"`));
+    });
     const c = child;
     const probe = opts.waitReady === false ? 'healthz' : 'readyz';
     try {
       await eventually(`operator ${probe === 'readyz' ? 'ready' : 'serving'}`, async () => {
         if (exited(c)) throw new StopPolling(`operator exited with ${c.exitCode ?? c.signalCode}; log: ${logFile}\n${await tail()}`);
+        if (!bound) return undefined;
         const r = await fetch(`${metricsUrl()}/${probe}`).catch(() => null);
         return r?.ok ? true : undefined;
       }, { timeoutMs: opts.readyTimeoutMs ?? 60_000 });
