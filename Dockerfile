@@ -19,8 +19,11 @@ LABEL org.opencontainers.image.title="application-operator" \
       org.opencontainers.image.description="Kubernetes operator for Application resources, reconciled by Temporal workflows" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /app
+# NODE_OPTIONS and MALLOC_ARENA_MAX: the memory settings of operator/runtime.ts (about half the peak RSS).
 ENV NODE_ENV=production \
     HOME=/tmp \
+    NODE_OPTIONS=--max-semi-space-size=2 \
+    MALLOC_ARENA_MAX=2 \
     WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js \
     METRICS_ADDR=0.0.0.0:9464
 # Owned by root and not writable by the runtime user: the root filesystem can be mounted read-only.

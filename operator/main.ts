@@ -17,6 +17,7 @@ import { startHttpServer } from './server.ts';
 import { electorFor, runWhileLeader } from './leader.ts';
 import { connectClient, connectWorker, dataConverterFor } from './temporal.ts';
 import { freePort } from '../lib/net.ts';
+import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
 export interface RunningOperator {
@@ -88,6 +89,10 @@ async function registerSearchAttributes(cfg: OperatorConfig, log: Logger, connec
 /** Starts the operator as configured; resolves once it is running. */
 export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator> {
   const log = createLogger(cfg.logLevel);
+  tuneHeap();
+  if (!runtimeTuned()) {
+    log.warn({ want: runtimeEnv }, 'started without the memory settings the container image uses (NODE_OPTIONS, MALLOC_ARENA_MAX): expect a higher peak memory than docs/benchmark.md reports');
+  }
   const metrics = createMetrics();
   const kc = await loadKubeConfig(cfg);
   // One client (one connection pool) for the activities, the watcher and leader election.

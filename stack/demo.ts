@@ -6,6 +6,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildAll } from './build.ts';
 import { isAlive, isOurs, stopPid } from './processes.ts';
+import { withRuntimeEnv } from '../operator/runtime.ts';
 import { addScrapeTarget, envLines, kubectl, up, type StackInfo } from './stack.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -23,7 +24,7 @@ async function startOperator(info: StackInfo): Promise<{ pid: number; log: strin
     join(root, 'bin', 'application-operator.ts'), 'run',
     `--kubeconfig=${info.kubeconfig}`, `--temporal-address=${info.temporalAddress}`, `--temporal-ui-url=${info.temporalUiUrl}`,
     `--metrics-addr=${operatorMetrics}`,
-  ], { detached: true, stdio: ['ignore', fd, fd], cwd: root });
+  ], { detached: true, stdio: ['ignore', fd, fd], cwd: root, env: withRuntimeEnv(process.env) });
   closeSync(fd);
   child.unref();
   if (!child.pid) throw new Error('could not start the operator');

@@ -7,6 +7,7 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../lib/net.ts';
+import { withRuntimeEnv } from '../operator/runtime.ts';
 import { eventually, StopPolling } from '../lib/poll.ts';
 import { testEnv } from './env.ts';
 
@@ -85,7 +86,7 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
   const start = async (attempt = 1): Promise<void> => {
     args[metricsAt] = `--metrics-addr=127.0.0.1:${port}`;
     child = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(root, 'bin', 'application-operator.ts'), 'run', ...args], {
-      cwd: root, env: { ...process.env, ...opts.extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],
+      cwd: root, env: withRuntimeEnv({ ...process.env, ...opts.extraEnv }), stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
