@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { histogramDelta } from '../../bench/latency.ts';
 import { parseOptions } from '../../bench/options.ts';
-import { latencyTargets } from '../../bench/report.ts';
+import { latencyTargets, targets } from '../../bench/report.ts';
 
 const part = (latenciesMs: number[], errors: string[] = []) => ({ sample: latenciesMs.length + errors.length, latenciesMs, errors });
 const verdicts = (t: ReturnType<typeof latencyTargets>) => t.map((x) => `${x.target}: ${x.results[0]!.verdict} ${x.results[0]!.value}`);
@@ -64,5 +64,28 @@ describe('bench options: --scenario', () => {
     assert.throws(() => parseOptions(['--scenario', 'latency', '--apps', '10']), /--apps and --workers are for the convergence scenario/);
     assert.throws(() => parseOptions(['--scenario', 'latency', '--workers', '2']), /--apps and --workers/);
     assert.throws(() => parseOptions(['--scenario', 'soak']), /--scenario must be convergence or latency/);
+  });
+});
+
+describe('targets: the memory budget by N', () => {
+  const run = (apps: number, peakRssMB: number) => ({
+    workers: 1, apps, ratioToFloor: null, temporal: null, idle: { operatorWrites: 0 }, memory: [{ peakRssMB }],
+    converged: apps, failed: [], timedOut: false, closedWorkflows: [],
+  });
+  const rssRow = (apps: number, peak: number) => {
+    const row = targets({ apps, idleSeconds: 30 } as never, [run(apps, peak)] as never, null).find((t) => t.target.startsWith('RSS'))!;
+    return `${row.target}: ${row.results[0]!.verdict} ${row.results[0]!.value}`;
+  };
+
+  test('300 MB at 1,000 Applications, 500 MB at 10,000', () => {
+    assert.equal(rssRow(1000, 289), 'RSS <= 300 MB per operator process: PASS 289 MB');
+    assert.equal(rssRow(1000, 301), 'RSS <= 300 MB per operator process: MISS 301 MB');
+    assert.equal(rssRow(10_000, 349), 'RSS <= 500 MB per operator process: PASS 349 MB');
+    assert.equal(rssRow(10_000, 501), 'RSS <= 500 MB per operator process: MISS 501 MB');
+  });
+
+  test('another N is held to the budget of the nearest N the target names, and says so', () => {
+    assert.equal(rssRow(100, 256), 'RSS <= 300 MB per operator process (target set at 1,000 apps; this run has 100): PASS 256 MB');
+    assert.equal(rssRow(20_000, 480), 'RSS <= 500 MB per operator process (target set at 10,000 apps; this run has 20000): PASS 480 MB');
   });
 });
