@@ -23,8 +23,9 @@ export const runtimeEnv: Readonly<Record<string, string>> = { NODE_OPTIONS, MALL
 /**
  * How far V8 lets a heap grow past what the last full collection kept before collecting again: 1.1x. V8's own
  * factor (up to 4x when collecting is cheap) let garbage promoted out of the small young generation pile up to
- * three times the live heap between full collections (the main heap at 157 MB used, 60 of them live). Node does not take it in NODE_OPTIONS; V8 reads it at each
- * full collection, so setting it at start is enough (and reaches the workflow thread, started later).
+ * three times the live heap between full collections (the main heap at 157 MB used, 60 of them live). Node does
+ * not take it in NODE_OPTIONS; V8 reads it at each full collection, so setting it at start is enough (and it
+ * reaches the workflow thread, started later).
  */
 export const HEAP_GROWING_PERCENT = 10;
 
