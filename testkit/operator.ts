@@ -7,8 +7,8 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../lib/net.ts';
-import { withRuntimeEnv } from '../operator/runtime.ts';
 import { eventually, StopPolling } from '../lib/poll.ts';
+import { withRuntimeEnv } from '../operator/runtime.ts';
 import { testEnv } from './env.ts';
 
 const root = resolve(import.meta.dirname, '..');
