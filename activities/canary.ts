@@ -11,7 +11,8 @@ import {
 import { rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment } from '../reconcile/status.ts';
 import { reachesCanary, routable, sameRoute } from '../workflows/rollout/decide.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
-import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, PlanInput, RouteInput } from './types.ts';
+import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, PlanInput, RouteInput } from './types.ts';
+import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 
@@ -199,7 +200,7 @@ export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Pr
  * the reconciler's status writes, and records the transition as an Event.
  */
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
-  const { pauseEndsAt, abortedBy, reason, routing, analysis, ...rest } = input.status;
+  const { pauseEndsAt, pausedBy, abortedBy, reason, routing, analysis, ...rest } = input.status;
   const raw = await deps.kube.get<{ metadata: { uid?: string; resourceVersion?: string }; status?: { observedGeneration?: number; conditions?: Condition[] } }>(appRef(input));
   // The Application is gone (deleted mid-rollout): nothing left to report on.
   if (!raw) return;
@@ -210,7 +211,7 @@ export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusI
     await deps.kube.mergePatch(appRef(input), {
       metadata: { resourceVersion: raw.metadata.resourceVersion },
       status: {
-        canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null },
+        canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, pausedBy: pausedBy ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null },
         conditions,
       },
     }, 'status');
@@ -228,6 +229,36 @@ export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusI
     deps.metrics?.rollouts.inc({ outcome: phase });
     deps.metrics?.rolloutDuration.observe({ outcome: phase }, (Date.now() - Date.parse(input.status.startedAt)) / 1000);
   }
+}
+
+/**
+ * Writes the end of a rollout whose own workflow could not (terminated, timed out, failed, lost with Temporal's
+ * state): status.canary turns terminal with the reason and message, and a Warning Event says so. Only while status
+ * still describes that rollout in flight, so a late or repeated call changes nothing.
+ */
+export async function closeCanaryStatus(deps: ActivityDeps, input: CloseCanaryStatusInput): Promise<boolean> {
+  const raw = await deps.kube.get<{ metadata: { uid?: string; resourceVersion?: string }; status?: { observedGeneration?: number; conditions?: Condition[]; canary?: CanaryStatusInput['status'] } }>(appRef(input));
+  const canary = raw?.status?.canary;
+  if (!raw || !canary?.version || !canary.image || isTerminal(canary.phase) || (input.key && rolloutKey(canary.version, canary.image) !== input.key)) return false;
+  const status = { ...canary, phase: input.phase, reason: input.reason, message: input.message, weight: 0 };
+  const previous = raw.status?.conditions ?? [];
+  const conditions = withTransitionTimes(withCanaryCondition(previous, status, raw.status?.observedGeneration), previous, new Date().toISOString());
+  try {
+    await deps.kube.mergePatch(appRef(input), {
+      metadata: { resourceVersion: raw.metadata.resourceVersion },
+      status: { canary: { phase: input.phase, reason: input.reason, message: input.message, weight: 0, pauseEndsAt: null, pausedBy: null, routing: null }, conditions },
+    }, 'status');
+  } catch (err) {
+    if (err instanceof KubeError && err.status === 404) return false;
+    throw err;
+  }
+  await recordEvent(deps.kube, {
+    namespace: input.namespace, name: input.name, ...(raw.metadata.uid ? { uid: raw.metadata.uid } : {}),
+    type: 'Warning', reason: input.reason, message: `canary ${canary.version}: ${input.message}`,
+  });
+  deps.log?.child({ namespace: input.namespace, name: input.name, canary: canary.version }).warn({ phase: input.phase, reason: input.reason }, input.message);
+  deps.metrics?.rollouts.inc({ outcome: input.phase });
+  return true;
 }
 
 function activityWorkflowId(): string | undefined {

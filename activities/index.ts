@@ -1,6 +1,6 @@
-import type { CanaryRef, CanaryStatusInput, FinalizeInput, MetricsInput, PlanInput, ReconcileInput, RouteInput } from './types.ts';
+import type { CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, MetricsInput, PlanInput, ReconcileInput, RouteInput } from './types.ts';
 import {
-  finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
+  closeCanaryStatus, finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
 } from './canary.ts';
 import type { ActivityDeps } from './deps.ts';
 import { queryMetrics } from './metrics.ts';
@@ -25,6 +25,7 @@ export function createActivities(deps: ActivityDeps) {
     restoreStableImage: (input: PlanInput) => restoreStableImage(deps, input),
     finishCanarySpec: (input: PlanInput) => finishCanarySpec(deps, input),
     writeCanaryStatus: (input: CanaryStatusInput) => writeCanaryStatus(deps, input),
+    closeCanaryStatus: (input: CloseCanaryStatusInput) => closeCanaryStatus(deps, input),
     readRelease: (input: { namespace: string; name: string }) => readRelease(deps, input),
     claimApplications: (input: ClaimInput) => claimApplications(deps, input),
     releaseClaims: (input: { namespace: string; release: string; apps: string[] }) => releaseClaims(deps, input),

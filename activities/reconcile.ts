@@ -1,6 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
+import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, isTerminal, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { childRef, finalizeOrder, kinds } from '../render/children.ts';
@@ -72,8 +72,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   let event: Promise<void> | undefined;
   if (input.apply) {
     const desired = renderChildren(app);
-    // During a rollout the children the table marks rolloutOwned belong to the rollout workflow.
-    const ours = (c: { child: { rolloutOwned: boolean } }) => !(input.rolloutActive && c.child.rolloutOwned);
+    // During a rollout the children the table marks rolloutOwned belong to the rollout workflow. A workflow that does
+    // not know yet whether one is in flight (a fresh run) leaves them to the rollout status names.
+    const active = input.rolloutActive ?? inFlight(app);
+    const ours = (c: { child: { rolloutOwned: boolean } }) => !(active && c.child.rolloutOwned);
     const apply = desired.apply.filter(ours).map((c) => c.object);
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
@@ -111,7 +113,12 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   const last = app.status?.canary;
   return {
     ...(plan ? { canary: plan } : {}),
-    ...(last?.version && last.image && last.phase ? { lastRollout: { key: rolloutKey(last.version, last.image), phase: last.phase } } : {}),
+    ...(last?.version && last.image && last.phase ? {
+      lastRollout: {
+        key: rolloutKey(last.version, last.image), phase: last.phase, step: last.step ?? 0, weight: last.weight ?? 0,
+        ...pick(last, ['startedAt', 'pauseEndsAt', 'pausedBy', 'abortedBy', 'reason', 'message']),
+      },
+    } : {}),
     outcome: 'reconciled', uid,
     ...(generation !== undefined ? { generation } : {}),
     ...(status.phase ? { phase: status.phase } : {}),
@@ -119,6 +126,18 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     progressing: status.phase === 'Pending' || status.phase === 'Updating',
     applied, removed, statusWritten: written,
   };
+}
+
+/** Whether status names a rollout in flight of the canary the spec asks for. */
+function inFlight(app: Application): boolean {
+  const last = app.status?.canary;
+  const plan = rolloutPlan(app);
+  return Boolean(plan && last?.version && last.image && last.phase && !isTerminal(last.phase) && rolloutKey(last.version, last.image) === plan.key);
+}
+
+/** The named fields of `o` that are set. */
+function pick<T extends object, K extends keyof T>(o: T, keys: K[]): Partial<Pick<T, K>> {
+  return Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) as Partial<Pick<T, K>>;
 }
 
 /**

@@ -9,7 +9,10 @@ export interface ReconcileInput {
   workflowId: string;
   /** Re-apply every child (spec change, drift, resync); false refreshes status only. */
   apply: boolean;
-  /** A rollout is in flight: the children the table marks rolloutOwned are the rollout's to manage. */
+  /**
+   * A rollout is in flight: the children the table marks rolloutOwned are the rollout's to manage. Absent when the
+   * workflow does not know yet (a fresh run): then the Application's status decides.
+   */
   rolloutActive?: boolean;
 }
 
@@ -27,8 +30,8 @@ export interface ReconcileResult {
   statusWritten?: boolean;
   /** The rollout the spec asks for (canary enabled), or absent. */
   canary?: RolloutPlan;
-  /** What status says of the last rollout, so a new workflow run does not restart a finished one. */
-  lastRollout?: { key: string; phase: string };
+  /** What status says of the last rollout: a new workflow run does not restart a finished one, and takes up one in flight. */
+  lastRollout?: RecoveredRollout;
 }
 
 export interface FinalizeInput {
@@ -115,6 +118,8 @@ export interface CanaryStatusInput extends CanaryRef {
     image: string;
     startedAt: string;
     pauseEndsAt?: string;
+    /** Who paused the rollout, while it is paused by request. */
+    pausedBy?: string;
     abortedBy?: string;
     reason?: string;
     /** The last analysis verdicts (newest last). */
@@ -124,4 +129,27 @@ export interface CanaryStatusInput extends CanaryRef {
   };
   /** A Kubernetes Event to record on the Application with this transition. */
   event?: { reason: string; message: string; type: 'Normal' | 'Warning' };
+}
+
+/** A rollout's end that its own workflow could not write (it was terminated, timed out, failed, or lost). */
+export interface CloseCanaryStatusInput extends CanaryRef {
+  /** The rollout's key: status is changed only while it still describes this rollout in flight. */
+  key: string;
+  phase: RolloutPhase;
+  reason: string;
+  message: string;
+}
+
+/** What the Application's status says of a rollout in flight, enough to take it up again. */
+export interface RecoveredRollout {
+  key: string;
+  phase: string;
+  step: number;
+  weight: number;
+  startedAt?: string;
+  pauseEndsAt?: string;
+  pausedBy?: string;
+  abortedBy?: string;
+  reason?: string;
+  message?: string;
 }

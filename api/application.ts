@@ -388,6 +388,7 @@ const canaryStatusSchema = z.object({
   image: z.string().optional(),
   startedAt: timestamp.optional(),
   pauseEndsAt: timestamp.optional(),
+  pausedBy: z.string().optional(),
   abortedBy: z.string().optional(),
   reason: z.string().optional(),
   message: z.string().optional(),

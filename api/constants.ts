@@ -161,6 +161,14 @@ export const Reason = {
   AnalysisRecovered: 'AnalysisRecovered',
   RolloutCancelled: 'RolloutCancelled',
   RolloutError: 'RolloutError',
+  /** A rollout whose workflow Temporal lost, taken up again from the Application's status. */
+  RolloutRecovered: 'RolloutRecovered',
+  /** A rollout whose workflow ended without finishing (terminated, timed out, failed): the Application's workflow rolled it back. */
+  RolloutTerminated: 'RolloutTerminated',
+  RolloutTimedOut: 'RolloutTimedOut',
+  RolloutFailed: 'RolloutFailed',
+  /** A rollout in flight whose workflow Temporal lost, no longer wanted by the spec: rolled back. */
+  RolloutLost: 'RolloutLost',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

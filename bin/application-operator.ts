@@ -24,7 +24,7 @@ const actions: Record<ControlAction, string> = {
   promote: 'promote the running canary: stable takes its image, then all traffic returns to stable and the canary is removed',
   abort: 'abort the running canary: all traffic back to stable first, then the canary is removed',
   pause: 'hold the running canary at its current step (health gates keep running)',
-  resume: 'continue a paused canary (or end a pause step that waits for it)',
+  resume: 'lift a pause you (or someone) asked for, or a hold for an inconclusive analysis; a pause step is an approval that only promote passes',
 };
 
 const withTarget = (cmd: Command) => withOperatorOptions(cmd)
@@ -78,7 +78,7 @@ const releaseActions: Record<ControlAction, string> = {
   promote: 'promote the running wave\'s canaries, or start the next wave when the release waits for a promote; lifts a pause',
   abort: 'abort the release: stop the running wave\'s canaries and put back the previous image of every Application it promoted, last first',
   pause: 'hold the release: pause the running canaries and do not start the next wave',
-  resume: 'go on after a pause',
+  resume: 'lift a pause asked for with release pause (a wait for a promote between waves, or a canary\'s pause step, needs promote)',
 };
 const withRelease = (cmd: Command) => withOperatorOptions(cmd)
   .argument('<release>', 'Release name')
@@ -89,8 +89,8 @@ for (const [action, description] of Object.entries(releaseActions) as [ControlAc
     .action(async (name: string, opts: Record<string, unknown>) => {
       const { client, connection } = await connectClient(operatorConfig(opts));
       try {
-        const state = await controlRelease(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), name, opts['reason'] as string | undefined);
-        console.log(`${action} accepted\n${formatRelease(state)}`);
+        const outcome = await controlRelease(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), name, opts['reason'] as string | undefined);
+        console.log(`${outcome.note}\n${formatRelease(outcome.state)}`);
       } finally {
         await connection.close();
       }

@@ -53,8 +53,8 @@ export async function control(client: Client, action: ControlAction, namespace: 
     if (!(err instanceof WorkflowNotFoundError)) throw err;
     const closed = await closedRollout(handle);
     if (!closed) throw new Error(`no canary rollout has run for ${namespace}/${name}`, { cause: err });
-    if (action === 'abort') return { accepted: false, note: `nothing to abort: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}`, result: closed };
-    throw new Error(`${action} rejected: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase} (no canary rollout is running for ${namespace}/${name})`, { cause: err });
+    if (action === 'abort') return { accepted: false, note: `nothing to abort: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message}`, result: closed };
+    throw new Error(`${action} rejected: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message} (no canary rollout is running for ${namespace}/${name})`, { cause: err });
   }
 }
 
@@ -66,8 +66,31 @@ async function closedRollout(handle: WorkflowHandle): Promise<RolloutResult | nu
     return await handle.result() as RolloutResult;
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return null;
-    // A rollout that ended by cancellation or termination has no result to show.
-    return { key: '?|?', phase: 'Failed', message: err instanceof Error ? err.message : String(err) };
+    return endedWithoutResult(handle, err);
+  }
+}
+
+/**
+ * A rollout that ended with no result (terminated, timed out, failed): its version from the run's input and what
+ * ended it from its last event. The Application's workflow rolls such a rollout back (status says so).
+ */
+async function endedWithoutResult(handle: WorkflowHandle, err: unknown): Promise<RolloutResult> {
+  const fallback = err instanceof Error ? err.message : String(err);
+  try {
+    const events = (await handle.fetchHistory()).events ?? [];
+    const started = events[0]?.workflowExecutionStartedEventAttributes;
+    const converter = handle.client.options.loadedDataConverter;
+    let payloads = started?.input?.payloads ?? [];
+    for (const codec of [...converter.payloadCodecs].reverse()) payloads = await codec.decode(payloads);
+    const input = payloads[0] ? converter.payloadConverter.fromPayload<{ plan?: { key?: string } }>(payloads[0]) : undefined;
+    const last = events.at(-1);
+    const how = last?.workflowExecutionTerminatedEventAttributes ? `terminated${last.workflowExecutionTerminatedEventAttributes.reason ? ` (${last.workflowExecutionTerminatedEventAttributes.reason})` : ''}`
+      : last?.workflowExecutionTimedOutEventAttributes ? 'timed out'
+        : last?.workflowExecutionFailedEventAttributes ? `failed (${last.workflowExecutionFailedEventAttributes.failure?.message ?? 'no message'})`
+          : last?.workflowExecutionCanceledEventAttributes ? 'cancelled' : fallback;
+    return { key: input?.plan?.key ?? '?|?', phase: 'RolledBack', message: `its workflow was ${how}; the Application's workflow moved all traffic to stable and removed the canary` };
+  } catch {
+    return { key: '?|?', phase: 'Failed', message: fallback };
   }
 }
 

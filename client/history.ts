@@ -30,9 +30,14 @@ export interface RolloutHistory {
   steps: string[];
   outcome?: { phase: string; message: string };
   entries: HistoryEntry[];
+  /** How many workflow runs the rollout took (it continues as new to keep each history short). */
+  runs?: number;
 }
 
-/** Every rollout of `namespace/name`, newest first (at most `limit`). */
+/**
+ * Every rollout of `namespace/name`, newest first (at most `limit`). A rollout that continued as new is one story
+ * told over several runs: they are joined (each run's first event names the run it continues).
+ */
 export async function rolloutHistory(client: Client, namespace: string, name: string, limit = 20): Promise<RolloutHistory[]> {
   const workflowId = rolloutWorkflowId(namespace, name);
   const runs: { runId: string; status: string; startTime: Date; closeTime?: Date | undefined }[] = [];
@@ -42,19 +47,34 @@ export async function rolloutHistory(client: Client, namespace: string, name: st
   runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
   const converter = client.options.loadedDataConverter;
   const out: RolloutHistory[] = [];
-  for (const run of runs.slice(0, limit)) {
+  // Newest first: a run that continues another is joined to it once that one is read.
+  let continuing: { run: RolloutHistory; from: string } | undefined;
+  for (const run of runs) {
+    if (!continuing && out.length >= limit) break;
     const history = await client.workflow.getHandle(workflowId, run.runId).fetchHistory();
-    out.push({
+    const told = await tell(history.events ?? [], converter);
+    const story: RolloutHistory = {
       workflowId, runId: run.runId, status: run.status, startedAt: run.startTime.toISOString(),
       ...(run.closeTime ? { closedAt: run.closeTime.toISOString() } : {}),
-      ...(await tell(history.events ?? [], converter)),
-    });
+      ...told.story,
+    };
+    if (continuing && continuing.from === run.runId) {
+      const later = continuing.run;
+      Object.assign(later, {
+        runId: story.runId, startedAt: story.startedAt, version: story.version ?? later.version, image: story.image ?? later.image,
+        steps: story.steps.length ? story.steps : later.steps, entries: [...story.entries, ...later.entries], runs: (later.runs ?? 1) + 1,
+      });
+    } else {
+      out.push(story);
+    }
+    const target = continuing && continuing.from === run.runId ? continuing.run : story;
+    continuing = told.continues ? { run: target, from: told.continues } : undefined;
   }
   return out;
 }
 
 /** Reads one rollout's story out of its history events. */
-async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Promise<Pick<RolloutHistory, 'version' | 'image' | 'steps' | 'outcome' | 'entries'>> {
+async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Promise<{ story: Pick<RolloutHistory, 'version' | 'image' | 'steps' | 'outcome' | 'entries'>; continues?: string }> {
   const decode = async <T>(payloads: Payload[] | null | undefined): Promise<T[]> => {
     let ps = payloads ?? [];
     for (const codec of [...converter.payloadCodecs].reverse()) ps = await codec.decode(ps);
@@ -67,13 +87,37 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
   let outcome: RolloutHistory['outcome'];
   let lastPhase = '';
   let lastRoute = '';
+  let continues: string | undefined;
+  const analysisLines = async (e: HistoryEvent, payloads: Payload[] | null | undefined) => {
+    if (!input?.plan.analysis) return;
+    const [answers] = await decode<MetricValue[]>(payloads);
+    const weight = Number(/routed (\d+)%/.exec(lastRoute)?.[1] ?? 0);
+    for (const m of input.plan.analysis.metrics) {
+      const v = judge(m, answers?.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, timeOf(e), weight);
+      add(e, 'analysis', `${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message} [${v.query}]`);
+    }
+  };
 
   for (const e of events) {
     const id = String(e.eventId ?? '');
     switch (e.eventType) {
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
         [input] = await decode<RolloutInput>(e.workflowExecutionStartedEventAttributes?.input?.payloads);
+        continues = e.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+        // A run taken up from where a previous one stood: the routes said so already.
+        if (input?.carried) {
+          const r = input.carried.route;
+          lastRoute = `routed ${r.weight}% to the canary${r.headers?.length ? ', with a header route' : ''}${r.mirror ? `, mirroring ${r.mirror}%` : ''}`;
+          lastPhase = `${input.carried.state.phase}: ${input.carried.state.message}`;
+        }
         break;
+      case EventType.EVENT_TYPE_MARKER_RECORDED: {
+        // A local activity: the analysis's queries run as such; their answers are in the marker.
+        const details = e.markerRecordedEventAttributes?.details;
+        const [data] = await decode<{ activity_type?: string; activityType?: string } | undefined>(details?.['data']?.payloads);
+        if ((data?.activity_type ?? data?.activityType) === 'queryMetrics') await analysisLines(e, details?.['result']?.payloads);
+        break;
+      }
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: {
         const signal = e.workflowExecutionSignaledEventAttributes;
         if (!controlActions.includes(signal?.signalName as never)) break;
@@ -107,13 +151,8 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
           const line = `routed ${route.weight}% to the canary${route.headers?.length ? ', with a header route' : ''}${route.mirror ? `, mirroring ${route.mirror}%` : ''}`;
           if (line !== lastRoute) add(e, 'route', line);
           lastRoute = line;
-        } else if (call.type === 'queryMetrics' && input?.plan.analysis) {
-          const [answers] = await decode<MetricValue[]>(done?.result?.payloads);
-          const weight = Number(/routed (\d+)%/.exec(lastRoute)?.[1] ?? 0);
-          for (const m of input.plan.analysis.metrics) {
-            const v = judge(m, answers?.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, timeOf(e), weight);
-            add(e, 'analysis', `${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message} [${v.query}]`);
-          }
+        } else if (call.type === 'queryMetrics') {
+          await analysisLines(e, done?.result?.payloads);
         }
         break;
       }
@@ -128,16 +167,21 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
         outcome = { phase: 'Terminated', message: e.workflowExecutionTerminatedEventAttributes?.reason ?? 'terminated' };
         break;
+      case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
+        break;
       default:
         break;
     }
   }
   const plan = input?.plan;
   return {
-    ...(plan ? { version: plan.version, image: plan.image } : {}),
-    steps: plan ? plan.steps.map((s, i) => describeStep(s, i, plan.steps.length)) : [],
-    ...(outcome ? { outcome } : {}),
-    entries,
+    story: {
+      ...(plan ? { version: plan.version, image: plan.image } : {}),
+      steps: plan ? plan.steps.map((s, i) => describeStep(s, i, plan.steps.length)) : [],
+      ...(outcome ? { outcome } : {}),
+      entries,
+    },
+    ...(continues ? { continues } : {}),
   };
 }
 
@@ -155,7 +199,7 @@ export function formatHistory(namespace: string, name: string, histories: Rollou
   if (histories.length === 0) return `${namespace}/${name}: no canary rollout has run`;
   return histories.map((h) => [
     `canary ${h.version ?? '?'} (${h.image ?? '?'}) — ${h.outcome?.phase ?? h.status}${h.outcome ? `: ${h.outcome.message}` : ''}`,
-    `  started ${h.startedAt}${h.closedAt ? `, ended ${h.closedAt}` : ', still running'}; workflow ${h.workflowId} run ${h.runId}`,
+    `  started ${h.startedAt}${h.closedAt ? `, ended ${h.closedAt}` : ', still running'}; workflow ${h.workflowId} run ${h.runId}${h.runs && h.runs > 1 ? ` (and ${h.runs - 1} later run(s): it continued as new)` : ''}`,
     ...(h.steps.length ? ['  steps:', ...h.steps.map((s) => `    ${s}`)] : []),
     ...h.entries.map((e) => `  ${e.at}  ${e.kind.padEnd(8)} ${e.text}`),
   ].join('\n')).join('\n\n');

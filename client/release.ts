@@ -4,12 +4,19 @@ import { releaseQuery, releaseUpdates, releaseWorkflowId, type ControlAction, ty
 import { requester } from './control.ts';
 
 /** Sends a control action to a Release's workflow as a validated update; returns the Release's state after it. */
-export async function controlRelease(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<ReleaseState> {
+export async function controlRelease(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<{ accepted: boolean; note: string; state: ReleaseState }> {
+  const handle = client.workflow.getHandle(releaseWorkflowId(namespace, name));
   try {
-    return await client.workflow.getHandle(releaseWorkflowId(namespace, name)).executeUpdate(releaseUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    const state = await handle.executeUpdate(releaseUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new Error(`no workflow for Release ${namespace}/${name} (is it there? kubectl -n ${namespace} get release ${name})`, { cause: err });
-    if (err instanceof WorkflowUpdateFailedError) throw new Error(`${action} rejected: ${err.cause?.message ?? err.message}`, { cause: err });
+    if (err instanceof WorkflowUpdateFailedError) {
+      const why = err.cause?.message ?? err.message;
+      // As for an Application: an abort of a release already over or being aborted has nothing left to do.
+      if (action === 'abort' && /nothing to abort|already being aborted/.test(why)) return { accepted: false, note: `nothing to abort: ${why}`, state: await handle.query(releaseQuery) };
+      throw new Error(`${action} rejected: ${why}`, { cause: err });
+    }
     throw err;
   }
 }

@@ -175,6 +175,11 @@ export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator>
       loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
       releaseOptions: { pollSeconds: cfg.releasePollSeconds },
       onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
+      sweepSeconds: cfg.sweepSeconds,
+      onSweep: (found) => {
+        metrics.sweepFindings.inc({ kind: 'missing-workflow' }, found.missing.length);
+        metrics.sweepFindings.inc({ kind: 'ended-rollout' }, found.endedRollouts);
+      },
     });
     watcher = wt;
     await wt.start();

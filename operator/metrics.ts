@@ -131,6 +131,12 @@ export function createMetrics() {
       labelNames: ['reason', 'result'] as const,
       registers: [registry],
     }),
+    sweepFindings: new Counter({
+      name: 'application_operator_sweep_findings_total',
+      help: 'What the watcher\'s sweep of Temporal found: Application or Release workflows missing (started again), and rollouts whose workflow closed without finishing (rolled back)',
+      labelNames: ['kind'] as const,
+      registers: [registry],
+    }),
     watcherRunning: new Gauge({
       name: 'application_operator_watcher_running',
       help: '1 when this process runs the watcher (it holds the Lease, or runs without leader election), else 0',

@@ -73,6 +73,12 @@ export async function waitForObject(what: string, read: () => Promise<Json | nul
   }, { timeoutMs, intervalMs: 300 });
 }
 
+/** The Events of an object by uid, oldest first. */
+export async function eventsOf(ns: string, uid: string): Promise<{ reason: string; note: string; type: string; time: string }[]> {
+  const list = JSON.parse(await kube(['-n', ns, 'get', 'events.events.k8s.io', '--field-selector', `regarding.uid=${uid}`, '-o', 'json'])) as { items: Json[] };
+  return list.items.map((e) => ({ reason: e.reason, note: e.note, type: e.type, time: e.eventTime ?? e.metadata.creationTimestamp })).sort((a, b) => a.time.localeCompare(b.time));
+}
+
 let temporal: { client: Client; connection: Connection } | undefined;
 
 /** A Temporal client on the run's dev server. */

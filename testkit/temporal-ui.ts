@@ -1,12 +1,13 @@
-// A Temporal dev server of a test's own with its web UI on (the run's stack is headless), optionally pointed at a
-// codec server, and the `application-operator codec-server` command as a process: what a browser test needs to look
-// at workflows the way a user does, encrypted payloads included.
+// A Temporal dev server of a test's own: with its web UI on (the run's stack is headless), optionally pointed at a
+// codec server, for a browser test to look at workflows the way a user does; or with lowered history limits, or
+// restarted on an empty database, for the tests of long rollouts and of Temporal's state being lost. And the
+// `application-operator codec-server` command as a process.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
 import { freePort } from '../lib/net.ts';
 import { eventually, StopPolling } from '../lib/poll.ts';
 import { withUiCodecEndpoint } from '../stack/stack.ts';
@@ -79,6 +80,65 @@ export async function startTemporalWithUi(opts: { codecEndpoint?: string } = {})
     }
   }, 90_000);
   return { ...server, address, uiUrl };
+}
+
+export interface OwnTemporal extends RunningProcess {
+  /** gRPC frontend, host:port. */
+  address: string;
+  /** Stops it and starts it again on the same ports: on the same database, or (`emptyDatabase`) on a new empty one. */
+  restart(opts?: { emptyDatabase?: boolean }): Promise<void>;
+  /** A client on it (closed by stop()). */
+  client(): Promise<Client>;
+}
+
+/**
+ * The cached Temporal CLI's dev server on free ports, headless, with a database file of its own, the operator's
+ * search attributes and the given dynamic config values (e.g. `limit.historyCount.error`).
+ */
+export async function startTemporal(opts: { dynamicConfig?: Record<string, string | number> } = {}): Promise<OwnTemporal> {
+  const [grpc, http, metrics] = [await freePort(), await freePort(), await freePort()];
+  const address = `127.0.0.1:${grpc}`;
+  let db = 0;
+  const dbFile = () => join(tmpdir(), `temporal-${process.pid}-${grpc}-${db}.db`);
+  const args = () => [
+    'server', 'start-dev', '--headless', '--ip=127.0.0.1', `--port=${grpc}`, `--http-port=${http}`, `--metrics-port=${metrics}`,
+    `--db-filename=${dbFile()}`, '--namespace=default', '--log-level=warn', ...searchAttributeFlags(),
+    ...Object.entries(opts.dynamicConfig ?? {}).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${v}`]),
+  ];
+  const ready = async () => {
+    const connection = await Connection.connect({ address, connectTimeout: 2000 });
+    try {
+      await connection.workflowService.getSystemInfo({});
+      return true;
+    } finally {
+      await connection.close();
+    }
+  };
+  let server = await spawnServer('temporal', artifactPaths().temporal, args(), ready, 90_000);
+  let clients: { connection: Connection; client: Client } | undefined;
+  return {
+    address,
+    get logFile() { return server.logFile; },
+    stop: async () => {
+      await clients?.connection.close();
+      clients = undefined;
+      await server.stop();
+    },
+    restart: async ({ emptyDatabase = false } = {}) => {
+      await clients?.connection.close();
+      clients = undefined;
+      await server.stop();
+      if (emptyDatabase) db++;
+      server = await spawnServer('temporal', artifactPaths().temporal, args(), ready, 90_000);
+    },
+    client: async () => {
+      if (!clients) {
+        const connection = await Connection.connect({ address });
+        clients = { connection, client: new Client({ connection, namespace: 'default' }) };
+      }
+      return clients.client;
+    },
+  };
 }
 
 /**

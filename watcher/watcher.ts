@@ -14,6 +14,7 @@ import {
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
 import { changeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
+import { Sweeper, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
   kube: Kube;
@@ -31,6 +32,10 @@ export interface WatcherOptions {
   releaseOptions?: ReleaseWorkflowInput['options'];
   /** Called after each signal-with-start (for metrics). */
   onSignal?: (reason: ChangeReason, ok: boolean) => void;
+  /** How often to check Temporal's side (workflows lost, rollouts closed without finishing); 0 turns it off. */
+  sweepSeconds?: number;
+  /** Called with what each sweep found (for metrics). */
+  onSweep?: (found: SweepFindings) => void;
 }
 
 interface Pending {
@@ -53,7 +58,7 @@ type Obj = KubeObject & {
  * resourceVersion after an error (and relists when that expired), so no event is lost across a restart.
  */
 export class Watcher {
-  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'loopOptions' | 'releaseOptions'>;
+  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>;
   private readonly informers: { name: string; reflector: Reflector }[] = [];
   private readonly apps = new Map<string, Observation>();
   /** namespace/name -> metricsView of the Application (the reflectors keep no whole objects). */
@@ -65,9 +70,13 @@ export class Watcher {
   private inFlight = 0;
   private stopped = false;
   private initialSync = true;
+  /** When each Application and Release was first seen: the sweep expects a workflow only of those seen a sweep ago. */
+  private readonly firstSeen = new Map<string, number>();
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweeping: Promise<void> | undefined;
 
   constructor(opts: WatcherOptions) {
-    this.opts = { coalesceMs: 300, maxInFlight: 20, ...opts };
+    this.opts = { coalesceMs: 300, maxInFlight: 20, sweepSeconds: 30, ...opts };
   }
 
   /** True once every collection has been listed once: the watcher has seen every Application. */
@@ -104,11 +113,48 @@ export class Watcher {
     await Promise.all(appInformers.map((i) => i.reflector.start()));
     this.initialSync = false;
     await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => i.reflector.start()));
+    if (this.opts.sweepSeconds > 0) {
+      const sweeper = new Sweeper(this.opts.temporal, this.opts.taskQueue);
+      this.sweepTimer = setInterval(() => {
+        this.sweeping ??= this.sweep(sweeper).finally(() => { this.sweeping = undefined; });
+      }, this.opts.sweepSeconds * 1000);
+    }
+  }
+
+  /**
+   * Asks Temporal whether every Application and Release the watcher knows has its workflow, starts the missing ones
+   * (a full pass each: a rollout in flight is taken up from status), and tells Application workflows about rollouts
+   * whose workflow closed without finishing.
+   */
+  private async sweep(sweeper: Sweeper): Promise<void> {
+    const settled = Date.now() - this.opts.sweepSeconds * 1000;
+    const expect = (map: Map<string, Observation>, prefix: 'app' | 'release') => [...map.entries()]
+      .filter(([key, o]) => (!o.deleting || o.finalizer) && (this.firstSeen.get(`${prefix}:${key}`) ?? Infinity) <= settled && !this.pending.has(`${prefix}:${key}`))
+      .map(([key]) => key);
+    const apps = expect(this.apps, 'app');
+    const releases = expect(this.releases, 'release');
+    try {
+      const found = await sweeper.sweep({
+        applications: apps.map((k) => applicationWorkflowId(...(k.split('/') as [string, string]))),
+        releases: releases.map((k) => releaseWorkflowId(...(k.split('/') as [string, string]))),
+      });
+      for (const id of found.missing) {
+        const [kind, namespace, name] = id.split('/') as [string, string, string];
+        this.opts.log.warn({ workflowId: id }, `no workflow runs for ${kind === 'application' ? 'Application' : 'Release'} ${namespace}/${name} (Temporal lost it, or it was terminated): starting it`);
+        this.enqueue(`${kind === 'application' ? 'app' : 'release'}:${namespace}/${name}`, 'resync');
+      }
+      if (found.endedRollouts) this.opts.log.warn({ count: found.endedRollouts }, 'told Application workflows of rollouts whose workflow closed without finishing');
+      this.opts.onSweep?.(found);
+    } catch (err) {
+      if (!this.stopped) this.opts.log.warn({ err: errMessage(err) }, 'sweep of Temporal\'s workflows failed; trying again at the next one');
+    }
   }
 
   /** Stops the informers and drops pending signals (another replica or the next start resyncs every app). */
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.sweepTimer);
+    await this.sweeping;
     await Promise.all(this.informers.map((i) => i.reflector.stop()));
     for (const p of this.pending.values()) clearTimeout(p.timer);
   }
@@ -131,7 +177,9 @@ export class Watcher {
     if (type === 'delete') {
       this.apps.delete(key);
       this.appViews.delete(key);
+      this.firstSeen.delete(`app:${key}`);
     } else {
+      if (!this.apps.has(key)) this.firstSeen.set(`app:${key}`, Date.now());
       this.apps.set(key, now);
       this.appViews.set(key, metricsView(obj));
     }
@@ -149,8 +197,13 @@ export class Watcher {
     const key = keyOf(obj);
     const now = observe(RELEASE_KIND, obj);
     const before = this.releases.get(key);
-    if (type === 'delete') this.releases.delete(key);
-    else this.releases.set(key, now);
+    if (type === 'delete') {
+      this.releases.delete(key);
+      this.firstSeen.delete(`release:${key}`);
+    } else {
+      if (!this.releases.has(key)) this.firstSeen.set(`release:${key}`, Date.now());
+      this.releases.set(key, now);
+    }
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     if (reason) this.enqueue(`release:${key}`, reason, undefined, { signalOnly: type === 'delete' });
   }

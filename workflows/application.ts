@@ -1,13 +1,15 @@
 import {
-  ActivityFailure, ApplicationFailure, ParentClosePolicy, allHandlersFinished, condition, continueAsNew, log, patched, proxyActivities,
-  proxyLocalActivities, setCurrentDetails, setHandler, startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle,
+  ActivityFailure, ApplicationFailure, CancelledFailure, ChildWorkflowFailure, ParentClosePolicy, TerminatedFailure, TimeoutFailure,
+  allHandlersFinished, condition, continueAsNew, getExternalWorkflowHandle, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, setHandler,
+  startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle, type SignalDefinition,
 } from '@temporalio/workflow';
-import { FailureType, canaryName, isTerminal } from '../api/constants.ts';
+import { FailureType, Reason, RolloutPhase, canaryName, isTerminal } from '../api/constants.ts';
 import type { Activities } from '../activities/index.ts';
 import type { ReconcileInput, ReconcileResult } from '../activities/types.ts';
 import {
-  changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutWorkflowId, stateQuery,
-  type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type LoopOptions, type RolloutResult,
+  changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutWorkflowId, stateQuery,
+  type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
+  type RecoveredRollout, type RolloutEnded,
 } from './contract.ts';
 import type { RolloutPlan } from './rollout/plan.ts';
 import { canaryRolloutWorkflow } from './rollout/workflow.ts';
@@ -37,7 +39,19 @@ const local = proxyLocalActivities<Activities>({
   retry: { initialInterval: '100ms', backoffCoefficient: 2, maximumAttempts: 3, nonRetryableErrorTypes: [FailureType.InvalidSpec, FailureType.ApplyRejected] },
 });
 const localPassesPatch = 'reconcile-as-local-activity';
+/** What a pass costs the history at least (a signal, a workflow task, the pass's marker, a status write or two). */
+const eventsPerPass = 8;
 const forwardStablePatch = 'recheck-rollout-on-stable-status';
+// Rollouts outlive the run that started them (ParentClosePolicy ABANDON), so this workflow can continue as new while
+// one waits for days; it follows them by their rolloutEnded signal. Runs from before this kept REQUEST_CANCEL and
+// never continued as new with a rollout in flight.
+const outliveRunsPatch = 'rollouts-outlive-runs';
+
+// Writing a rollout's end into status when its workflow could not (it was terminated, timed out or failed).
+const { closeCanaryStatus } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '20s',
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+});
 
 /** Failure types the reconcile activity raises after writing a status condition that explains them. */
 const reportedFailures: ReadonlySet<string> = new Set([FailureType.InvalidSpec, FailureType.ApplyRejected]);
@@ -61,12 +75,13 @@ async function reconcilePass(summary: string, input: ReconcileInput): Promise<Re
   }
 }
 
-interface RunningRollout {
-  key: string;
-  handle: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
-  result?: RolloutResult;
-  /** Set once an abort was sent, so it is sent once. */
-  aborting?: boolean;
+/** The rollout this workflow follows: started by this run (a child whose result it awaits) or carried from an earlier run. */
+interface RunningRollout extends FollowedRollout {
+  /** The child handle, when this run started it: its result (or failure) arrives without a signal. */
+  child?: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
+  /** Started with ParentClosePolicy ABANDON: it may outlive this run (runs from before that cancelled it instead). */
+  outlivesRun: boolean;
+  result?: RolloutEnded;
 }
 
 /**
@@ -84,7 +99,16 @@ class ApplicationEntity {
   private rollout: RunningRollout | undefined;
   /** Key of the last rollout this run finished: never restarted by itself (an aborted canary stays aborted). */
   private lastRolloutKey: string | undefined;
+  /** Whether this run knows if a rollout is in flight; a fresh run learns it from status on its first pass. */
+  private rolloutKnown: boolean;
+  /** A rollout whose workflow ended without finishing, to be written into status once a pass moved traffic back. */
+  private endedAbnormally: RolloutEnded | undefined;
+  private readonly outlive: boolean;
   private publishedPhase: string | undefined;
+  /** A rollout could not start yet (another of this app's is closing): look again in a second. */
+  private retrySoon = false;
+  /** Passes this run made: what decides continue-as-new when events leave no wait between passes. */
+  private passesThisRun = 0;
   /** Why the current pass runs and which children changed, for its activity's summary. */
   private reasons: ChangeReason[] = [];
   private objects: string[] = [];
@@ -100,6 +124,10 @@ class ApplicationEntity {
       ...(c?.lastGeneration !== undefined ? { generation: c.lastGeneration } : {}),
     };
     this.publishedPhase = c?.lastPhase;
+    this.outlive = patched(outliveRunsPatch);
+    this.lastRolloutKey = c?.lastRolloutKey;
+    this.rolloutKnown = c !== undefined || !this.outlive;
+    if (c?.rollout) this.rollout = { ...c.rollout, outlivesRun: true };
   }
 
   changed(reason: ChangeReason, object?: string): void {
@@ -113,8 +141,25 @@ class ApplicationEntity {
     const canary = `Deployment/${canaryName({ metadata: { name: this.state.name } })}`;
     const stable = `Deployment/${this.state.name}`;
     if (running && (reason === 'child' || (reason === 'child-status' && (object === canary || (object === stable && patched(forwardStablePatch)))))) {
-      void running.handle.signal(recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => log.warn('could not ask the rollout to recheck', { err: String(err) }));
+      this.signalRollout(running, recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => log.warn('could not ask the rollout to recheck', { err: String(err) }));
     }
+  }
+
+  /**
+   * A rollout ended: its own word (it signals this workflow as its last act), or the operator's sweep reporting a
+   * rollout workflow that closed without finishing. A report about an earlier rollout is stale and ignored.
+   */
+  rolloutEnded(ended: RolloutEnded): void {
+    const r = this.rollout;
+    // A child of this run: its completion comes with the workflow's close, which the signal only announces (a new
+    // rollout of the same id could not start yet).
+    if (!r || r.result || r.child) return;
+    const stale = ended.key !== undefined ? ended.key !== r.key : ended.closedAt !== undefined && Date.parse(ended.closedAt) < r.since;
+    if (stale) {
+      log.info('ignored the end of an earlier rollout', { ...ended, following: r.key });
+      return;
+    }
+    r.result = { ...ended, key: ended.key ?? r.key };
   }
 
   query(): ApplicationState {
@@ -128,21 +173,33 @@ class ApplicationEntity {
       log.warn(`ignored ${action} signal: no canary rollout is running for ${this.state.namespace}/${this.state.name}`);
       return;
     }
-    void running.handle.signal(controlSignals[action], request).catch((err: unknown) => log.warn(`could not forward ${action}`, { err: String(err) }));
+    this.signalRollout(running, controlSignals[action], request).catch((err: unknown) => log.warn(`could not forward ${action}`, { err: String(err) }));
   }
 
-  /** Waits for a reason to reconcile (an event, a finished rollout, or a timer); returns whether children are re-applied. */
-  async nextPass(): Promise<boolean> {
+  /**
+   * Waits for a reason to reconcile (an event, a finished rollout, or a timer); returns whether children are
+   * re-applied, or null when the run should continue as new first.
+   */
+  async nextPass(): Promise<boolean | null> {
     if (this.pending.size === 0) {
-      const wait = this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
+      const wait = this.retrySoon ? 1 : this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
       const woken = () => this.pending.size > 0 || this.rolloutFinished;
-      const why = this.progressing ? 'the Deployment is rolling out: look again' : 'resync';
+      const why = this.retrySoon ? 'start the canary rollout again' : this.progressing ? 'the Deployment is rolling out: look again' : 'resync';
+      this.retrySoon = false;
       const timedOut = wait > 0 ? !(await waitFor(woken, wait * 1000, `${why} in ${duration(wait * 1000)}`)) : (await condition(woken), false);
       if (timedOut) this.pending.add(this.progressing ? 'child-status' : 'resync');
+      // Decided first thing in the workflow task the wake began, before a pass (a local activity) resolves in it:
+      // the history length read after a local activity depends on which task its result came in, which a replay
+      // cannot reproduce.
+      if (this.shouldContinueAsNew(workflowInfo())) return null;
+    } else if (this.shouldContinueAsNew({ continueAsNewSuggested: false, historyLength: this.passesThisRun * eventsPerPass })) {
+      // Woken again and again with no wait between (a flood of events): a count of this run's passes decides instead.
+      return null;
     }
     if (this.rolloutFinished) {
       const r = this.rollout!.result!;
-      log.info('canary rollout finished', { key: r.key, phase: r.phase, message: r.message });
+      log.info('canary rollout finished', { key: r.key, phase: r.phase, message: r.message, abnormal: r.abnormal });
+      if (r.abnormal) this.endedAbnormally = r;
       this.rollout = undefined;
       // Back to the steady state: stable routes only, no canary Deployment.
       this.pending.add('resync');
@@ -161,8 +218,11 @@ class ApplicationEntity {
     try {
       const why = [...this.reasons.map((r) => reasonWords[r]), ...this.objects].join(', ');
       const summary = `${apply ? 'apply children' : 'read status'} (${why})`;
-      const result = await reconcilePass(summary, { namespace, name, workflowId: workflowInfo().workflowId, apply, rolloutActive: this.rollout !== undefined });
+      // A fresh run does not know yet whether a rollout is in flight: the pass leaves the canary to one status names.
+      const rolloutActive = this.rollout !== undefined ? true : this.rolloutKnown ? false : undefined;
+      const result = await reconcilePass(summary, { namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}) });
       this.state.passes++;
+      this.passesThisRun++;
       if (result.outcome === 'reconciled') {
         this.progressing = result.progressing ?? false;
         if (result.phase) this.state.phase = result.phase;
@@ -185,6 +245,11 @@ class ApplicationEntity {
   /** Starts, supersedes or stops rollouts to match what the spec asks for. */
   async steerRollout(result: ReconcileResult): Promise<void> {
     const plan = result.canary;
+    if (!this.rolloutKnown) {
+      this.rolloutKnown = true;
+      const last = result.lastRollout;
+      if (!this.rollout && last && !isTerminal(last.phase) && await this.takeUpInFlight(last, plan)) return;
+    }
     const running = this.running;
     if (running) {
       if (!plan) await this.abortRollout('the canary was disabled in the spec', 'spec');
@@ -204,6 +269,49 @@ class ApplicationEntity {
     await this.startRollout(plan);
   }
 
+  /**
+   * A fresh run whose Application's status says a rollout is in flight: follow it if its workflow still runs (this
+   * workflow was lost or terminated, not the rollout); take it up again from status if Temporal lost it and the spec
+   * still asks for it; otherwise it is over: status says so and the next pass moves traffic back to stable. True
+   * when nothing more is to be steered in this pass.
+   */
+  private async takeUpInFlight(last: RecoveredRollout, plan: RolloutPlan | undefined): Promise<boolean> {
+    const { namespace, name } = this.state;
+    const alive = await getExternalWorkflowHandle(rolloutWorkflowId(namespace, name)).signal(recheckSignal, {}).then(() => true, () => false);
+    if (alive) {
+      log.info('following a rollout already in flight', { key: last.key });
+      this.rollout = { key: last.key, version: last.key.split('|')[0] ?? '', since: Date.now(), outlivesRun: true };
+      return false;
+    }
+    if (plan?.key === last.key) {
+      log.warn('the rollout in flight has no workflow (Temporal lost it): taking it up again from status', { key: last.key, step: last.step, phase: last.phase });
+      await this.startRollout(plan, last);
+      return true;
+    }
+    this.endedAbnormally = {
+      key: last.key, phase: RolloutPhase.RolledBack, abnormal: Reason.RolloutLost,
+      message: `the rollout of ${last.key.split('|')[0]} had no workflow any more (Temporal lost it) and the spec no longer asks for it`,
+    };
+    this.pending.add('resync');
+    return true;
+  }
+
+  /**
+   * Says in status, with a Warning Event, that a rollout's workflow ended without finishing, once a pass has moved
+   * all traffic to stable and removed the canary.
+   */
+  async reportAbnormalEnd(): Promise<void> {
+    const ended = this.endedAbnormally;
+    if (!ended || this.pending.size > 0) return;
+    this.endedAbnormally = undefined;
+    const reason = ended.abnormal === 'TimedOut' ? Reason.RolloutTimedOut : ended.abnormal === 'Failed' ? Reason.RolloutFailed
+      : ended.abnormal === Reason.RolloutLost ? Reason.RolloutLost : Reason.RolloutTerminated;
+    await run(closeCanaryStatus, `status: the rollout of ${ended.key?.split('|')[0] ?? '?'} ended without finishing (${reason})`, {
+      namespace: this.state.namespace, name: this.state.name, key: ended.key ?? '', phase: RolloutPhase.RolledBack, reason,
+      message: `${ended.message}: the Application's workflow moved all traffic to stable and removed the canary`,
+    });
+  }
+
   /** The Application is going: abort a running rollout and wait for its compensation. */
   async stopRollout(): Promise<void> {
     if (!this.running) return;
@@ -220,19 +328,26 @@ class ApplicationEntity {
     return this.pending.size > 0;
   }
 
-  /** A running rollout is a child of this run, so the run goes on until the rollout ends. */
-  get shouldContinueAsNew(): boolean {
-    const info = workflowInfo();
-    return !this.rollout && (info.continueAsNewSuggested || info.historyLength >= this.opts.maxHistoryEvents);
+  /** A rollout that outlives runs goes on across this one's continue-as-new; one of an older run's kind holds it back. */
+  private shouldContinueAsNew(info: { continueAsNewSuggested: boolean; historyLength: number }): boolean {
+    const held = this.rollout !== undefined && !this.rollout.outlivesRun;
+    return !held && !this.endedAbnormally && (info.continueAsNewSuggested || info.historyLength >= this.opts.maxHistoryEvents);
   }
 
   /** The input of the next run: carried state, or a fresh start for a new Application of the same name. */
   nextRun(carry: boolean): ApplicationWorkflowInput {
     const { namespace, name, passes, phase, generation } = this.state;
+    const r = this.running;
+    const rollout: FollowedRollout | undefined = r && { key: r.key, version: r.version, since: r.since, ...(r.aborting ? { aborting: true } : {}) };
     return {
       namespace, name,
       ...(this.input.options ? { options: this.input.options } : {}),
-      ...(carry ? { carried: { passes, ...(phase ? { lastPhase: phase } : {}), ...(generation !== undefined ? { lastGeneration: generation } : {}) } } : {}),
+      ...(carry ? {
+        carried: {
+          passes, ...(phase ? { lastPhase: phase } : {}), ...(generation !== undefined ? { lastGeneration: generation } : {}),
+          ...(rollout ? { rollout } : {}), ...(this.lastRolloutKey ? { lastRolloutKey: this.lastRolloutKey } : {}),
+        },
+      } : {}),
     };
   }
 
@@ -255,32 +370,40 @@ class ApplicationEntity {
     return this.rollout?.result !== undefined;
   }
 
-  private async startRollout(plan: RolloutPlan): Promise<void> {
+  private async startRollout(plan: RolloutPlan, recovered?: RecoveredRollout): Promise<void> {
     const { namespace, name } = this.state;
-    let handle: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
+    let child: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
     try {
-      handle = await startChild(canaryRolloutWorkflow, {
+      child = await startChild(canaryRolloutWorkflow, {
         workflowId: rolloutWorkflowId(namespace, name),
-        args: [{ namespace, name, plan }],
-        // An Application workflow that ends (deleted app) takes its rollout with it; the rollout compensates first.
-        parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+        args: [{ namespace, name, plan, maxHistoryEvents: this.opts.maxHistoryEvents, ...(recovered ? { recovered } : {}) }],
+        // The rollout outlives this run (continue-as-new) and a terminated Application workflow; a deleted
+        // Application aborts it explicitly and waits for its compensation.
+        parentClosePolicy: this.outlive ? ParentClosePolicy.ABANDON : ParentClosePolicy.REQUEST_CANCEL,
         staticSummary: `Canary ${plan.version} of ${namespace}/${name}`,
         staticDetails: `image ${plan.image}; ${plan.steps.length} steps; promote, abort, pause, resume as updates or signals`,
       });
     } catch (err) {
-      // E.g. an earlier rollout of this app is still compensating after its parent was terminated: try again later.
+      // The rollout before it is closing (it reports its end a moment before its workflow closes), or an earlier
+      // rollout of this app still compensates after its Application's workflow was terminated: try again soon.
       log.warn('could not start the canary rollout; will retry', { key: plan.key, err: String(err) });
-      this.progressing = true;
+      this.retrySoon = true;
       return;
     }
-    const r: RunningRollout = { key: plan.key, handle };
+    const r: RunningRollout = { key: plan.key, version: plan.version, since: Date.now(), child, outlivesRun: this.outlive };
     this.rollout = r;
     this.lastRolloutKey = plan.key;
-    log.info('canary rollout started', { key: plan.key });
-    void handle.result().then(
-      (res) => { r.result = res; },
-      (err: unknown) => { r.result = { key: plan.key, phase: 'Failed', message: String(err) }; },
+    log.info('canary rollout started', { key: plan.key, ...(recovered ? { recoveredAt: recovered.step } : {}) });
+    void child.result().then(
+      (res) => { r.result ??= res; },
+      (err: unknown) => { r.result ??= endedBy(plan.key, err); },
     );
+  }
+
+  /** Signals the rollout: through the child handle when this run started it, by its workflow id otherwise. */
+  private signalRollout<A extends unknown[]>(r: RunningRollout, def: SignalDefinition<A>, ...args: A): Promise<void> {
+    if (r.child) return r.child.signal(def, ...args);
+    return getExternalWorkflowHandle(rolloutWorkflowId(this.state.namespace, this.state.name)).signal(def, ...args);
   }
 
   private async abortRollout(reason: string, by: string): Promise<void> {
@@ -288,7 +411,7 @@ class ApplicationEntity {
     if (!running || running.aborting) return;
     running.aborting = true;
     try {
-      await running.handle.signal(controlSignals.abort, { by, reason });
+      await this.signalRollout(running, controlSignals.abort, { by, reason });
     } catch (err) {
       // The rollout ended meanwhile (a promote switches the spec's canary off as its last step): nothing to abort.
       log.info('rollout already finished; abort not needed', { key: running.key, err: String(err) });
@@ -304,11 +427,16 @@ class ApplicationEntity {
 export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
   const app = new ApplicationEntity(input);
   setHandler(changedSignal, (s) => app.changed(s.reason, s.object));
+  setHandler(rolloutEndedSignal, (e) => app.rolloutEnded(e));
   setHandler(stateQuery, () => app.query());
   for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));
 
   for (;;) {
     const apply = await app.nextPass();
+    if (apply === null) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof applicationWorkflow>(app.nextRun(true));
+    }
     const result = await app.reconcile(apply);
     if (!result) continue;
 
@@ -325,11 +453,18 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
       return 'deleted';
     }
 
+    await app.reportAbnormalEnd();
     await app.steerRollout(result);
     app.publish(`**${app.state.phase ?? 'Unknown'}** at generation ${app.state.generation ?? '?'}: ${app.state.message ?? ''}`);
-    if (app.shouldContinueAsNew) {
-      await condition(allHandlersFinished);
-      return continueAsNew<typeof applicationWorkflow>(app.nextRun(true));
-    }
   }
+}
+
+/** How a child rollout that returned no result ended. A cancelled one compensated and wrote its status itself. */
+function endedBy(key: string, err: unknown): RolloutEnded {
+  const cause = err instanceof ChildWorkflowFailure ? err.cause : err;
+  if (cause instanceof CancelledFailure) return { key, phase: RolloutPhase.RolledBack, message: 'the rollout was cancelled' };
+  const abnormal = cause instanceof TerminatedFailure ? 'Terminated' : cause instanceof TimeoutFailure ? 'TimedOut' : 'Failed';
+  const what = { Terminated: 'was terminated', TimedOut: 'timed out', Failed: 'failed' }[abnormal];
+  const detail = cause instanceof Error && cause.message && cause.message !== abnormal ? ` (${cause.message})` : '';
+  return { key, phase: RolloutPhase.RolledBack, abnormal, message: `the rollout's workflow ${what}${detail}` };
 }

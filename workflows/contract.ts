@@ -3,8 +3,12 @@
 // activities/types.ts; the rollout's plan is in rollout/plan.ts.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { RolloutPhase } from '../api/constants.ts';
-import type { AnalysisVerdict } from '../activities/types.ts';
+import type { AnalysisVerdict, RecoveredRollout } from '../activities/types.ts';
+import type { CanaryRoute } from '../render/istio.ts';
+import type { MetricTally } from './rollout/analysis.ts';
+import type { Interruption } from './rollout/decide.ts';
 import type { RolloutPlan } from './rollout/plan.ts';
+import type { ReleasePlan } from './release/plan.ts';
 
 // ---- the Application workflow ----
 
@@ -49,6 +53,20 @@ export interface CarriedState {
   passes: number;
   lastPhase?: string;
   lastGeneration?: number;
+  /** The rollout running when the run continued as new: the next run follows it by its signals. */
+  rollout?: FollowedRollout;
+  /** The last rollout this workflow finished: never restarted by itself. */
+  lastRolloutKey?: string;
+}
+
+/** A rollout the Application's workflow follows, as carried from one run to the next. */
+export interface FollowedRollout {
+  key: string;
+  version: string;
+  /** Workflow time when this workflow started (or adopted) it: reports of rollout runs closed before are stale. */
+  since: number;
+  /** An abort was sent. */
+  aborting?: boolean;
 }
 
 /** What the workflow knows, for `temporal workflow query --name state` and the CLI. */
@@ -65,6 +83,22 @@ export interface ApplicationState {
 }
 
 export const changedSignal = defineSignal<[ChangeSignal]>('changed');
+
+/**
+ * A rollout ended: sent by the rollout to its Application's workflow as its last act, and by the operator's sweep
+ * when a rollout's workflow closed without getting to say so (terminated, timed out, failed).
+ */
+export interface RolloutEnded {
+  /** The rollout's key; absent when the sweep could not tell it (then `closedAt` decides whether it is news). */
+  key?: string;
+  phase: RolloutPhase;
+  message: string;
+  /** How the workflow closed when it did not end by itself: Terminated, TimedOut, Failed, Canceled. */
+  abnormal?: string;
+  closedAt?: string;
+}
+
+export const rolloutEndedSignal = defineSignal<[RolloutEnded]>('rolloutEnded');
 export const stateQuery = defineQuery<ApplicationState>('state');
 
 // ---- the canary rollout workflow ----
@@ -81,7 +115,54 @@ export interface RolloutInput {
   namespace: string;
   name: string;
   plan: RolloutPlan;
+  /** Continue-as-new once the history reaches this many events, or sooner when the server suggests it (default 2000). */
+  maxHistoryEvents?: number;
+  /** The whole state of the rollout, carried across continue-as-new. */
+  carried?: RolloutCarry;
+  /** A rollout in flight whose workflow Temporal lost: where the Application's status says it was. */
+  recovered?: RecoveredRollout;
 }
+
+/** Where a rollout's story is, so a new run takes it up exactly there. */
+export type RolloutPosition =
+  /** The canary is not created yet. */
+  | { at: 'start' }
+  /** At step `step`; `done` once that step is over (the rollout may be held before the next one). */
+  | { at: 'steps'; step: number; done: boolean }
+  /** Promoting; `stableUpdated` once the stable Deployment was given the canary's image. */
+  | { at: 'promote'; stableUpdated: boolean }
+  /** Undoing: `stop` says why; the undo stack holds what is left to undo. */
+  | { at: 'compensate'; stop: Interruption };
+
+/** An undo the rollout registered, by name (the closures are rebuilt from these in a new run). */
+export type UndoKind = 'removeCanary' | 'restoreStableImage';
+
+/** Everything a rollout knows, as it goes from one run to the next: nothing a user sees changes across the boundary. */
+export interface RolloutCarry {
+  state: RolloutState;
+  position: RolloutPosition;
+  /** What the steps ask to route to the canary, and what is routed now. */
+  target: CanaryRoute;
+  route: CanaryRoute;
+  promoteRequest?: ControlRequest;
+  abortRequest?: ControlRequest;
+  /** Consecutive analysis results per metric, and the failure that ends the rollout, once one does. */
+  tallies: Record<string, MetricTally>;
+  analysisFailed?: { metric: string; times: number; message: string };
+  /** Epoch ms: the last analysis, the last gate check, the last failure counted, the canary's creation, the deadline. */
+  lastAnalysisAt: number;
+  lastGateAt: number;
+  lastCountedAt: number;
+  createdAt: number;
+  deadline: number;
+  /** Undos registered so far, run last first. */
+  undos: UndoKind[];
+  /** 1 for the first run of the rollout, +1 for each continue-as-new. */
+  run: number;
+}
+
+
+export type { RecoveredRollout } from '../activities/types.ts';
 
 export interface RolloutResult {
   key: string;
@@ -119,6 +200,8 @@ export interface RolloutState {
   pauseEndsAt?: string;
   /** Paused by a user (as opposed to a pause step). */
   pausedByUser: boolean;
+  /** Who paused it, while pausedByUser. */
+  pausedBy?: string;
   deadlineAt: string;
   gates: GateVerdict[];
   consecutiveFailures: number;
@@ -184,9 +267,35 @@ export interface ReleaseWorkflowInput {
   options?: {
     /** How often a running release looks at its Applications besides the watcher's signals (default 30). */
     pollSeconds?: number;
-    /** Continue-as-new once a finished release's history reaches this many events (default 2000). */
+    /** Continue-as-new once the history reaches this many events, or sooner when the server suggests it (default 2000). */
     maxHistoryEvents?: number;
   };
+  /** The whole state of a release in progress, carried across continue-as-new. */
+  carried?: ReleaseCarry;
+}
+
+/** Where a release's story is, so a new run takes it up exactly there. */
+export type ReleasePosition =
+  /** Before the claim (a new generation). */
+  | { at: 'claim' }
+  /** At wave `wave` (0-based): held before it, following its canaries, or pausing after it (until: epoch ms, null for a promote). */
+  | { at: 'wave'; wave: number; stage: 'hold' | 'follow' | 'between'; until?: number | null }
+  /** Undoing, and why. */
+  | { at: 'compensate'; stop: { phase: 'Aborted' | 'RolledBack'; message: string; app?: string } };
+
+/** Everything a release in progress knows, as it goes from one run to the next. */
+export interface ReleaseCarry {
+  plan: ReleasePlan;
+  state: ReleaseState;
+  position: ReleasePosition;
+  abortRequest?: ControlRequest;
+  promoteRequest?: ControlRequest;
+  deleting: boolean;
+  /** What status last said (it is written only when it changes). */
+  written: string;
+  lastRequest: ControlRequest;
+  /** What the release last told each running canary. */
+  told: [string, 'promote' | 'pause' | 'resume'][];
 }
 
 /** One Application as the Release sees it. */

@@ -89,20 +89,21 @@ describe('canary rollouts', () => {
     await assertSteadyState(s.ns, 'steps');
   });
 
-  it('an indefinite pause waits for promote (sent as an update), and the query tells the time left in a timed pause', async () => {
+  it('a pause step is an approval: resume is refused, an indefinite pause waits for promote (an update), and the query tells the time left', async () => {
     await apply(meshApp(s.ns, 'hold', {
-      enabled: true, canaryVersion: 'v5', steps: [{ setWeight: 10 }, { pause: { duration: '1h' } }, { pause: {} }],
+      enabled: true, canaryVersion: 'v5', steps: [{ setWeight: 10 }, { pause: { duration: '6s' } }, { pause: {} }],
     }));
     await waitCanaryPhase(s.ns, 'hold', 'Paused');
     const handle = (await temporalClient()).workflow.getHandle(rolloutWorkflowId(s.ns, 'hold'));
     const timed = await handle.query(rolloutQuery);
     const left = Date.parse(timed!.pauseEndsAt!) - Date.now();
-    assert.ok(left > 3_500_000 && left <= 3_600_000, `time left ${left}`);
-    assert.match(formatRollout(timed!), /pause ends in 3[56]\d\d s/);
-    await control(await temporalClient(), 'resume', s.ns, 'hold');
-    await eventually('indefinite pause', async () => ((await handle.query(rolloutQuery))?.step === 2 ? true : undefined));
+    assert.ok(left > 0 && left <= 6000, `time left ${left}`);
+    assert.match(formatRollout(timed!), /pause ends in [0-6] s/);
+    await assert.rejects(control(await temporalClient(), 'resume', s.ns, 'hold'), /resume rejected: the rollout of v5 is not paused by request: it waits at step 2\/3: pause for 6 s; promote to go on/);
+    await eventually('the timed pause over, by itself: the indefinite one', async () => ((await handle.query(rolloutQuery))?.step === 2 ? true : undefined), { timeoutMs: 30_000 });
     await sleep(3000);
     assert.equal((await getApp(s.ns, 'hold'))!.status.canary.phase, 'Paused', 'still waiting for promote');
+    await assert.rejects(control(await temporalClient(), 'resume', s.ns, 'hold'), /pause until promoted; promote to go on/);
     await handle.executeUpdate(controlUpdates.promote, { args: [{ by: 'test' }] });
     await waitCanaryPhase(s.ns, 'hold', 'Promoted');
     await assertSteadyState(s.ns, 'hold');

@@ -2,12 +2,13 @@
 // with the rollback of the earlier waves when a canary fails, one control for all, conflicts refused, and deletions.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { appStatus, control } from '../../client/control.ts';
 import { controlRelease } from '../../client/release.ts';
 import { RELEASE_ANNOTATION } from '../../api/constants.ts';
 import { readRouteWeights } from '../../render/istio.ts';
 import { unreadyImage } from '../../stack/stack.ts';
-import { appManifest, applyAsUser, getApp, getDeployment, getObject, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, applyAsUser, eventsOf, getApp, getDeployment, getObject, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { virtualService } from '../../testkit/canary.ts';
 import { eventually } from '../../lib/poll.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
@@ -25,12 +26,6 @@ async function waitRelease(ns: string, name: string, ok: (r: Json) => boolean, w
 }
 
 const phaseIs = (phase: string) => (r: Json) => r.status?.phase === phase;
-
-/** Reads the Events of an object by uid, oldest first. */
-async function eventsOf(ns: string, uid: string): Promise<{ reason: string; note: string; time: string }[]> {
-  const list = JSON.parse(await kube(['-n', ns, 'get', 'events.events.k8s.io', '--field-selector', `regarding.uid=${uid}`, '-o', 'json'])) as { items: Json[] };
-  return list.items.map((e) => ({ reason: e.reason, note: e.note, time: e.eventTime ?? e.metadata.creationTimestamp })).sort((a, b) => a.time.localeCompare(b.time));
-}
 
 async function assertRunsStable(ns: string, name: string, image: string): Promise<void> {
   const app = await waitForObject(`${name} runs ${image}`, () => getApp(ns, name), (a) => a?.spec?.image === image && a.status?.phase === 'Running' && a.status.observedGeneration === a.metadata.generation, 90_000);
@@ -93,10 +88,16 @@ describe('Releases', () => {
     await waitRelease(s.ns, 'held', (r) => r.status?.wave === 2, 'in wave 2');
     await waitForObject('solo in its 10 minute pause', () => getApp(s.ns, 'solo'), (a) => a?.status?.canary?.phase === 'Paused', 60_000);
     const paused = await controlRelease(client, 'pause', s.ns, 'held');
-    assert.equal(paused.pausedByUser, true);
+    assert.equal(paused.state.pausedByUser, true);
     await eventually('solo\'s rollout paused by the release', async () => ((await appStatus(client, s.ns, 'solo')).rollout?.pausedByUser ? true : undefined), { timeoutMs: 30_000 });
-    // A resume of the release resumes its canaries: solo's pause ends and it promotes, long before its 10 minutes.
+    // A resume of the release lifts its pause and its canaries' holds, nothing more: solo's pause step goes on.
     await controlRelease(client, 'resume', s.ns, 'held');
+    await eventually('solo\'s hold lifted', async () => ((await appStatus(client, s.ns, 'solo')).rollout?.pausedByUser === false ? true : undefined), { timeoutMs: 30_000 });
+    await sleep(2000);
+    assert.equal((await getApp(s.ns, 'solo'))!.status?.canary?.phase, 'Paused', 'a resume is not an approval');
+    assert.equal((await getRelease(s.ns, 'held'))?.status?.phase, 'Progressing');
+    // A promote of the release is: solo promotes long before its 10 minutes.
+    await controlRelease(client, 'promote', s.ns, 'held');
     await waitRelease(s.ns, 'held', phaseIs('Promoted'), 'Promoted');
 
     await applyAsUser(release(s.ns, 'stopped', { steps, pauseBetweenWaves: {}, waves: [{ applications: [{ name: 'left', canaryVersion: '2.0' }] }, { applications: [{ name: 'right', canaryVersion: '2.0' }] }] }));
@@ -106,7 +107,9 @@ describe('Releases', () => {
     assert.match(aborted.status.message, /aborted by .*: change freeze/);
     await assertRunsStable(s.ns, 'left', 'registry.example/left:1.0');
     assert.equal((await getApp(s.ns, 'right'))!.status?.canary?.phase, undefined, 'wave 2 never started');
-    await assert.rejects(controlRelease(client, 'abort', s.ns, 'stopped'), /abort rejected: the release is Aborted: nothing to abort/);
+    const again = await controlRelease(client, 'abort', s.ns, 'stopped');
+    assert.equal(again.accepted, false);
+    assert.match(again.note, /nothing to abort: the release is Aborted/);
   });
 
   it('an Application\'s own controls work inside a wave: one canary promoted early, another aborted, which rolls the release back', async () => {

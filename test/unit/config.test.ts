@@ -38,6 +38,7 @@ const defaults: OperatorConfig = {
   releasePollSeconds: 30,
   resyncSeconds: 0,
   coalesceMs: 300,
+  sweepSeconds: 30,
   registerSearchAttributes: true,
   leaderElect: false,
   leaseName: 'application-operator-leader',

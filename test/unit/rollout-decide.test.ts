@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
 import type { CanaryRoute } from '../../render/istio.ts';
-import { failureCounts, gateVerdict, interruption, reachesCanary, routable, routeAfterGate, sameRoute } from '../../workflows/rollout/decide.ts';
+import { failureCounts, gateVerdict, interruption, reachesCanary, routable, routeAfterGate, routeAtStep, sameRoute, withStep } from '../../workflows/rollout/decide.ts';
 import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
@@ -110,8 +110,30 @@ describe('describeStep', () => {
     { step: pause(1_499), index: 2, total: 4, text: 'step 3/4: pause for 1 s' },
     { step: pause(0), index: 2, total: 4, text: 'step 3/4: pause for 0 ms' },
     { step: pause(400), index: 2, total: 4, text: 'step 3/4: pause for 400 ms' },
-    { step: pause(null), index: 3, total: 4, text: 'step 4/4: pause until promoted or resumed' },
+    { step: pause(null), index: 3, total: 4, text: 'step 4/4: pause until promoted' },
     { step: undefined, index: 4, total: 4, text: 'all 4 steps done' },
   ];
   for (const c of cases) test(c.text, () => assert.equal(describeStep(c.step, c.index, c.total), c.text));
+});
+
+describe('withStep and routeAtStep: where a rollout taken up again at a step stands', () => {
+  const header = (match: { header: string; exact: string }[]): PlanStep => ({ kind: 'header', match });
+  const mirror = (percent: number): PlanStep => ({ kind: 'mirror', percent });
+  const steps = [weight(10), header([{ header: 'x', exact: '1' }]), pause(null), mirror(20), weight(50), header([]), mirror(0)];
+  const cases: { step: number; want: CanaryRoute }[] = [
+    { step: 0, want: { weight: 0 } },
+    { step: 1, want: { weight: 10 } },
+    { step: 2, want: { weight: 10, headers: [{ header: 'x', exact: '1' }] } },
+    { step: 3, want: { weight: 10, headers: [{ header: 'x', exact: '1' }] } },
+    { step: 4, want: { weight: 10, headers: [{ header: 'x', exact: '1' }], mirror: 20 } },
+    { step: 5, want: { weight: 50, headers: [{ header: 'x', exact: '1' }], mirror: 20 } },
+    { step: 6, want: { weight: 50, mirror: 20 } },
+    { step: 7, want: { weight: 50 } },
+  ];
+  for (const c of cases) test(`before step ${c.step + 1}: ${JSON.stringify(c.want)}`, () => assert.deepEqual(routeAtStep(steps, c.step), c.want));
+  test('a pause step changes nothing', () => assert.deepEqual(withStep({ weight: 30, mirror: 5 }, pause(1000)), { weight: 30, mirror: 5 }));
+  test('an empty header match and a 0% mirror remove what they name', () => {
+    assert.deepEqual(withStep({ weight: 30, headers: [{ header: 'x', exact: '1' }] }, header([])), { weight: 30 });
+    assert.deepEqual(withStep({ weight: 30, mirror: 5 }, mirror(0)), { weight: 30 });
+  });
 });

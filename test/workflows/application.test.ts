@@ -8,7 +8,8 @@ import { FailureType } from '../../api/constants.ts';
 import type { ReconcileResult } from '../../activities/types.ts';
 import type { applicationWorkflow } from '../../workflows/application.ts';
 import {
-  applicationWorkflowId, applicationWorkflowType, changedSignal, controlSignals, rolloutWorkflowId, stateQuery, type ApplicationState, type ChangeSignal, type LoopOptions,
+  applicationWorkflowId, applicationWorkflowType, changedSignal, controlSignals, rolloutEndedSignal, rolloutWorkflowId, rolloutWorkflowType, stateQuery,
+  type ApplicationState, type ChangeSignal, type LoopOptions,
 } from '../../workflows/contract.ts';
 import { eventually } from '../../lib/poll.ts';
 import { WorkflowTier, failure, plan, sleep, type Recorder, type Script } from './stubs.ts';
@@ -118,7 +119,7 @@ describe('Application workflow', { concurrency: true }, () => {
   });
 
   it('a new workflow run does not restart a rollout that status says finished', async () => {
-    const run = await startApp({ reconcile: () => ({ canary: canaryA, lastRollout: { key: canaryA.key, phase: 'RolledBack' } }) });
+    const run = await startApp({ reconcile: () => ({ canary: canaryA, lastRollout: { key: canaryA.key, phase: 'RolledBack', step: 2, weight: 0 } }) });
     await run.r.until('two passes', (r) => r.count('reconcileApplication') >= 1);
     await change(run);
     await run.r.until('second pass', (r) => r.count('reconcileApplication') >= 2);
@@ -210,5 +211,112 @@ describe('Application workflow', { concurrency: true }, () => {
     await stateUntil(latest, (st) => st.passes >= 7);
     await latest.terminate('done');
     await tier.replay(tier.client.workflow.getHandle(run.handle.workflowId, run.handle.signaledRunId));
+  });
+
+  describe('rollouts that outlive runs, and rollouts that end without finishing', { concurrency: true }, () => {
+    const appId = (run: AppRun) => applicationWorkflowId(run.namespace, 'app');
+    const latest = (run: AppRun) => tier.client.workflow.getHandle(appId(run));
+    const passes = (r: Recorder) => r.calls.filter((c) => c.name === 'reconcileApplication');
+
+    it('continues as new while its rollout waits, forwards control from the new run, and learns of the end by the rollout\'s signal', async () => {
+      const run = await startApp({ reconcile: () => ({ canary: canaryA }) }, { maxHistoryEvents: 25 });
+      await run.r.until('rollout paused', (r) => r.last()?.phase === 'Paused');
+      for (let i = 0; i < 8; i++) {
+        await change(run);
+        await run.r.until(`pass ${i + 2}`, (r) => r.count('reconcileApplication') >= i + 2);
+      }
+      assert.ok(await tier.runs(appId(run)) >= 2, 'the Application workflow continued as new with the rollout in flight');
+      assert.equal((await tier.client.workflow.getHandle(rolloutWorkflowId(run.namespace, 'app')).describe()).status.name, 'RUNNING', 'the rollout lives on');
+      await latest(run).signal(controlSignals.promote, { by: 'rita' });
+      await run.r.until('promoted', (r) => r.last()?.phase === 'Promoted');
+      const before = run.r.count('reconcileApplication');
+      await run.r.until('a pass after the end', (r) => r.count('reconcileApplication') > before);
+      await sleep(400);
+      assert.equal(rolloutCalls(run.r, run.namespace, 'prepareCanary').length, 1, 'the finished rollout is not restarted');
+      assert.equal(run.r.closed.length, 0, 'a rollout that finished by itself needs no closing by the Application');
+      await latest(run).terminate('done');
+      await tier.replayRuns(appId(run));
+      await tier.replayRuns(rolloutWorkflowId(run.namespace, 'app'));
+    });
+
+    it('a rollout terminated under this run: traffic back to stable first, then status and a Warning say so', async () => {
+      const run = await startApp({ reconcile: () => ({ canary: canaryA }) });
+      await run.r.until('rollout paused', (r) => r.last()?.phase === 'Paused');
+      const before = run.r.count('reconcileApplication');
+      await tier.client.workflow.getHandle(rolloutWorkflowId(run.namespace, 'app')).terminate('history limit (scripted)');
+      await run.r.until('closed', (r) => r.closed.length === 1);
+      const after = passes(run.r).slice(before);
+      assert.ok(after.length >= 1 && after[0]!.input['rolloutActive'] === false, 'a pass took the canary away before status was written');
+      assert.equal(run.r.closed[0]!.reason, 'RolloutTerminated');
+      assert.match(run.r.closed[0]!.message, /the rollout's workflow was terminated: the Application's workflow moved all traffic to stable and removed the canary/);
+      await sleep(400);
+      assert.equal(rolloutCalls(run.r, run.namespace, 'prepareCanary').length, 1, 'not restarted');
+      await run.handle.terminate('done');
+      await replayAll(run);
+    });
+
+    it('a rollout followed from an earlier run: the sweep\'s report of its end rolls it back; a stale report is ignored', async () => {
+      const run = await startApp({ reconcile: () => ({ canary: canaryA }) }, { maxHistoryEvents: 25 });
+      await run.r.until('rollout paused', (r) => r.last()?.phase === 'Paused');
+      for (let i = 0; i < 8 && (await tier.runs(appId(run))) < 2; i++) {
+        await change(run);
+        await run.r.until(`pass ${i + 2}`, (r) => r.count('reconcileApplication') >= i + 2);
+      }
+      assert.ok(await tier.runs(appId(run)) >= 2);
+      await latest(run).signal(rolloutEndedSignal, { phase: 'RolledBack', message: 'old news', abnormal: 'Terminated', closedAt: '2020-01-01T00:00:00.000Z' });
+      await sleep(500);
+      assert.equal(run.r.closed.length, 0, 'a report about a rollout closed before this one started is stale');
+      await tier.client.workflow.getHandle(rolloutWorkflowId(run.namespace, 'app')).terminate('by hand (scripted)');
+      await latest(run).signal(rolloutEndedSignal, { phase: 'RolledBack', message: 'the rollout\'s workflow was terminated', abnormal: 'Terminated', closedAt: new Date().toISOString() });
+      await run.r.until('closed', (r) => r.closed.length === 1);
+      assert.equal(run.r.closed[0]!.key, canaryA.key);
+      await latest(run).terminate('done');
+      await tier.replayRuns(appId(run));
+    });
+
+    it('a fresh run takes up a rollout in flight whose workflow Temporal lost, where status says it was', async () => {
+      const last = { key: canaryA.key, phase: 'Paused', step: 1, weight: 10, startedAt: '2026-11-30T08:00:00.000Z' };
+      const run = await startApp({ reconcile: () => ({ canary: canaryA, lastRollout: last }), routed: () => ({ weight: 10 }) });
+      await run.r.until('taken up', (r) => r.events.includes('RolloutRecovered'));
+      assert.equal(passes(run.r)[0]!.input['rolloutActive'], undefined, 'the first pass of a fresh run leaves the canary to the rollout status names');
+      assert.match(run.r.statuses.find((st) => /taken up again/.test(st.message))!.message, /at step 2\/2: pause until promoted \(Paused, 10%\)/);
+      await run.handle.signal(controlSignals.promote, { by: 'sam' });
+      await run.r.until('promoted', (r) => r.last()?.phase === 'Promoted');
+      assert.deepEqual(run.r.weights(), [0], 'traffic was never moved back to the first step');
+      await run.handle.terminate('done');
+      await replayAll(run);
+    });
+
+    it('a fresh run follows a rollout that still runs (only the Application\'s workflow was lost)', async () => {
+      const { namespace, recorder } = tier.scenario({ reconcile: () => ({ canary: canaryA, lastRollout: { key: canaryA.key, phase: 'Paused', step: 1, weight: 10 } }) });
+      const rollout = await tier.client.workflow.start(rolloutWorkflowType, {
+        taskQueue: tier.taskQueue, workflowId: rolloutWorkflowId(namespace, 'app'), args: [{ namespace, name: 'app', plan: canaryA }],
+      });
+      await recorder.until('rollout paused', (r) => r.last()?.phase === 'Paused');
+      const handle = await tier.client.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
+        taskQueue: tier.taskQueue, workflowId: applicationWorkflowId(namespace, 'app'), args: [{ namespace, name: 'app', options: { progressRecheckSeconds: 1 } }],
+        signal: changedSignal, signalArgs: [{ reason: 'resync' }],
+      });
+      await stateUntil(handle, (st) => st.rollout === canaryA.key);
+      await handle.signal(controlSignals.promote, { by: 'tom' });
+      assert.equal((await rollout.result() as { phase: string }).phase, 'Promoted');
+      await recorder.until('a pass after the end', (r) => r.calls.filter((c) => c.name === 'reconcileApplication' && c.input['rolloutActive'] === false).length >= 1);
+      assert.equal(rolloutCalls(recorder, namespace, 'prepareCanary').length, 1, 'no second rollout');
+      assert.equal(recorder.count('closeCanaryStatus'), 0);
+      await handle.terminate('done');
+      await tier.replayRuns(applicationWorkflowId(namespace, 'app'));
+    });
+
+    it('a fresh run, a rollout in flight that no workflow runs and the spec no longer asks for: rolled back as lost', async () => {
+      const run = await startApp({ reconcile: () => ({ canary: canaryB, lastRollout: { key: canaryA.key, phase: 'Paused', step: 1, weight: 10 } }) });
+      await run.r.until('closed', (r) => r.closed.length === 1);
+      assert.equal(run.r.closed[0]!.reason, 'RolloutLost');
+      assert.equal(run.r.closed[0]!.key, canaryA.key);
+      const p = passes(run.r);
+      assert.ok(p.slice(1).some((c) => c.input['rolloutActive'] === false), 'a pass moved traffic back before status said so');
+      await run.r.until('b started', (r) => r.statuses.some((st) => st.version === 'b'));
+      await run.handle.terminate('done');
+      await replayAll(run);
+    });
   });
 });

@@ -24,10 +24,10 @@ const plan = (waves: string[][], over: Partial<ReleasePlan> = {}): ReleasePlan =
   generation: 1, waves: waves.map((apps, i) => ({ name: `w${i + 1}`, apps: apps.map((name) => ({ name, canaryVersion: 'v2' })) })), ...over,
 });
 
-async function start(release: ReleaseScript): Promise<Run> {
+async function start(release: ReleaseScript, options: { maxHistoryEvents?: number } = {}): Promise<Run> {
   const { namespace, recorder } = tier.scenario({ release });
   const handle = await tier.client.workflow.signalWithStart<typeof releaseWorkflow, [ChangeSignal]>(releaseWorkflowType, {
-    taskQueue: tier.taskQueue, workflowId: releaseWorkflowId(namespace, 'rel'), args: [{ namespace, name: 'rel', options: { pollSeconds: 0.2 } }],
+    taskQueue: tier.taskQueue, workflowId: releaseWorkflowId(namespace, 'rel'), args: [{ namespace, name: 'rel', options: { pollSeconds: 0.2, ...options } }],
     signal: changedSignal, signalArgs: [{ reason: 'spec' }],
   });
   return { handle, r: recorder };
@@ -158,5 +158,21 @@ describe('release workflow', { concurrency: true }, () => {
     const s = await state(invalid, (x) => x.phase === 'Failed');
     assert.match(s.message, /the spec is invalid: spec.waves/);
     await Promise.all([end(done), end(invalid)]);
+  });
+
+  it('continues as new while a wave waits and between waves, carrying everything; resume does not pass a wait for a promote', async () => {
+    const run = await start({ plan: plan([['a'], ['b']], { pauseBetweenWavesMs: null }), apps: { a: { outcome: 'promote', after: 25 } } }, { maxHistoryEvents: 30 });
+    await state(run, (x) => x.phase === 'Paused' && /waiting for a promote to start wave 2/.test(x.message));
+    const runs = await tier.runs(run.handle.workflowId);
+    assert.ok(runs >= 2, `continued as new while wave 1 waited (${runs} runs)`);
+    await assert.rejects(control(run, 'resume'), (e: unknown) => e instanceof WorkflowUpdateFailedError && /not paused by request: it waits for a promote/.test(e.cause?.message ?? ''));
+    await control(run, 'promote', 'una');
+    const s = await state(run, (x) => x.phase === 'Promoted');
+    assert.deepEqual(started(run.r), ['a', 'b'], 'each canary started once');
+    assert.equal(run.r.count('claimApplications'), 1, 'claimed once');
+    assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}`), ['a:Promoted', 'b:Promoted']);
+    assert.equal(run.r.releaseStatuses().filter((st) => /waiting for a promote to start wave 2/.test(st.message)).length, 1, 'status said it once');
+    await run.handle.terminate('scenario over');
+    await tier.replayRuns(run.handle.workflowId);
   });
 });

@@ -5,6 +5,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import assert from 'node:assert/strict';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -17,6 +18,8 @@ import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleasePlan } from '../../workflows/release/plan.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
+import { controlUpdates, rolloutWorkflowType, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
@@ -67,6 +70,10 @@ interface FakeApp {
 export class Recorder {
   readonly calls: Call[] = [];
   readonly statuses: CanaryStatusInput['status'][] = [];
+  /** Reasons of the Events the rollout recorded with its status writes, in order. */
+  readonly events: string[] = [];
+  /** Rollout ends the Application workflow wrote for a rollout that could not (closeCanaryStatus), in order. */
+  readonly closed: { key: string; reason: string; message: string }[] = [];
   /** Breaches of the rule that no traffic goes to a canary without a ready replica. */
   readonly violations: string[] = [];
   readonly script: Script;
@@ -169,9 +176,15 @@ export class Recorder {
       }
       case 'stableRolledOut':
         return { done: n >= (this.script.stableDoneAt ?? 0), message: `stable rolling out (poll ${n})` };
-      case 'writeCanaryStatus':
-        this.statuses.push((input as unknown as CanaryStatusInput).status);
+      case 'writeCanaryStatus': {
+        const { status, event } = input as unknown as CanaryStatusInput;
+        this.statuses.push(status);
+        if (event) this.events.push(event.reason);
         return undefined;
+      }
+      case 'closeCanaryStatus':
+        this.closed.push({ key: input['key'] as string, reason: input['reason'] as string, message: input['message'] as string });
+        return true;
       case 'reconcileApplication': {
         const r = this.script.reconcile?.(n, input as unknown as ReconcileInput) ?? {};
         if (r instanceof Error) throw r;
@@ -211,9 +224,20 @@ export class Recorder {
 
 const activityNames: (keyof Activities)[] = [
   'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'queryMetrics', 'setCanaryRoute', 'removeCanary',
-  'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus',
+  'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus', 'closeCanaryStatus',
   'readRelease', 'claimApplications', 'releaseClaims', 'startCanary', 'stopCanary', 'revertApplication', 'observeApplications', 'writeReleaseStatus', 'finalizeRelease',
 ];
+
+/** A rollout started by a scenario: its handle (following continue-as-new), its recorder, its result. */
+export interface RolloutRun {
+  handle: WorkflowHandle<typeof canaryRolloutWorkflow>;
+  r: Recorder;
+  result: () => Promise<RolloutResult>;
+}
+
+/** A control request as a validated update, as the CLI sends it. */
+export const control = (run: RolloutRun, action: ControlAction, by = 'tester', reason?: string) =>
+  run.handle.executeUpdate(controlUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
 
 /** A non-retryable activity failure of a type, as the real activities raise them. */
 export const failure = (type: string, message = `${type} (scripted)`) => ApplicationFailure.nonRetryable(message, type);
@@ -266,7 +290,49 @@ export class WorkflowTier {
     return { namespace, recorder };
   }
 
-  /** Replays a finished workflow's history with the same bundle: throws on any non-determinism. */
+    /** Starts a canary rollout workflow on its own (no Application workflow), in a fresh scenario. */
+  async startRollout(p: RolloutPlan, script: Script = {}, extra: Partial<RolloutInput> = {}): Promise<RolloutRun> {
+    const { namespace, recorder } = this.scenario(script);
+    const handle = await this.client.workflow.start<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
+      taskQueue: this.taskQueue, workflowId: `application/${namespace}/app/canary`, args: [{ namespace, name: 'app', plan: p, ...extra }],
+    });
+    return { handle, r: recorder, result: () => handle.result() };
+  }
+
+  /** Waits for a rollout's result, replays every run of it, and checks the routing rule held throughout. */
+  async finish(run: RolloutRun): Promise<RolloutResult> {
+    const result = await run.result();
+    await this.replayRuns(run.handle.workflowId);
+    assert.deepEqual(run.r.violations, [], 'never routed to a canary without a ready replica');
+    return result;
+  }
+
+  /** Replays every run of a workflow id (a chain of continue-as-new runs, or runs of several rollouts); returns how many. */
+  async replayRuns(workflowId: string): Promise<number> {
+    let runs = 0;
+    for await (const wf of this.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+      await this.replay(this.client.workflow.getHandle(wf.workflowId, wf.runId));
+      runs++;
+    }
+    return runs;
+  }
+
+  /** The input of every run of a workflow id, oldest first: what each continue-as-new carried. */
+  async runInputs<T>(workflowId: string): Promise<T[]> {
+    const runs: { start: number; input: T }[] = [];
+    for await (const wf of this.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+      const first = (await this.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events?.[0];
+      const payload = first?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+      if (payload) runs.push({ start: wf.startTime.getTime(), input: defaultPayloadConverter.fromPayload<T>(payload) });
+    }
+    return runs.sort((a, b) => a.start - b.start).map((r) => r.input);
+  }
+
+  /** How many runs of a workflow id Temporal knows (each continue-as-new starts one). */
+  async runs(workflowId: string): Promise<number> {
+    return (await this.client.workflow.count(`WorkflowId = '${workflowId}'`)).count;
+  }
+
   /** Replays the run's history on fresh workflow code (it must not diverge), and checks every activity and timer in it carries a summary. */
   async replay(handle: WorkflowHandle): Promise<void> {
     const history = await handle.fetchHistory();
@@ -300,7 +366,8 @@ export function plan(over: Partial<RolloutPlan> = {}): RolloutPlan {
     key: 'v2|app:v2', version: 'v2', image: 'app:v2', stableImage: 'app:v1',
     steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 300 }, { kind: 'weight', weight: 60 }],
     gates,
-    progressDeadlineMs: 60_000,
+    // Far beyond any scenario on a loaded machine: only the scenarios about the deadline set one that matters.
+    progressDeadlineMs: 600_000,
     ...over,
   };
 }

@@ -2,21 +2,34 @@
 // (claim, start a wave, follow it, hold between waves, and on a failure or an abort stop the wave and roll the
 // earlier ones back, last first). Decisions are the pure functions of decide.ts; the cluster is reached only
 // through activities, by changing Applications' specs.
-import { CancellationScope, condition, getExternalWorkflowHandle, log, proxyActivities, setCurrentDetails } from '@temporalio/workflow';
+import {
+  CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
+} from '@temporalio/workflow';
 import { duration, run, waitFor } from '../summary.ts';
 import { ReleaseAppPhase, ReleasePhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import {
-  controlSignals, rolloutWorkflowId, type ControlAction, type ControlRequest, type ReleaseAppState, type ReleaseState, type ReleaseWorkflowInput,
+  controlSignals, rolloutWorkflowId, type ControlAction, type ControlRequest, type ReleaseAppState, type ReleaseCarry, type ReleasePosition, type ReleaseState,
+  type ReleaseWorkflowInput,
 } from '../contract.ts';
 import { appPhase, promoted, reverted, rollbackOrder, stopped, waveOutcome, type Want } from './decide.ts';
 import type { ReleasePlan, WavePlan } from './plan.ts';
+import type { releaseWorkflow } from './workflow.ts';
 
 const acts = proxyActivities<Activities>({
   startToCloseTimeout: '30s',
   retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s', nonRetryableErrorTypes: ['ReleaseConflict', 'ApplicationGone'] },
 });
+
+// A release looks at its Applications on every poll while its waves wait: a local activity, one marker event.
+const looks = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30s',
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
+});
+
+/** Continue-as-new past this many history events, unless the server suggests it sooner. */
+const defaultMaxHistoryEvents = 2000;
 
 /** Why a release stops short of its end: an abort, a failed canary, a deleted Application, or the Release being deleted. */
 class Stop extends Error {
@@ -34,6 +47,7 @@ type EventType = 'Normal' | 'Warning';
 export class ReleaseEntity {
   readonly state: ReleaseState;
   readonly pollMs: number;
+  private readonly input: ReleaseWorkflowInput;
   private abortRequest: ControlRequest | undefined;
   private promoteRequest: ControlRequest | undefined;
   /** Bumped by every control request and every change signal, so a waiting release wakes up and looks. */
@@ -47,13 +61,33 @@ export class ReleaseEntity {
   private lastRequest: ControlRequest = {};
   /** What the release last told each running canary (promote, pause, resume), so each is told once. */
   private told = new Map<string, 'promote' | 'pause' | 'resume'>();
+  /** Where the story is, and the plan of the generation in progress: what a new run takes up. */
+  private position: ReleasePosition = { at: 'claim' };
+  private plan: ReleasePlan | undefined;
 
   constructor(input: ReleaseWorkflowInput) {
+    this.input = input;
     this.pollMs = (input.options?.pollSeconds ?? 30) * 1000;
-    this.state = {
+    const c = input.carried;
+    this.state = c?.state ?? {
       namespace: input.namespace, name: input.name, phase: ReleasePhase.Pending, wave: 0, waves: 0,
       message: 'reading the Release', pausedByUser: false, applications: [],
     };
+    if (c) {
+      this.plan = c.plan;
+      this.position = c.position;
+      this.abortRequest = c.abortRequest;
+      this.promoteRequest = c.promoteRequest;
+      this.deleting = c.deleting;
+      this.written = c.written;
+      this.lastRequest = c.lastRequest;
+      this.told = new Map(c.told);
+    }
+  }
+
+  /** The plan of a generation a previous run was in the middle of. */
+  get carriedPlan(): ReleasePlan | undefined {
+    return this.input.carried?.plan;
   }
 
   // ---- signals, control and the query ----
@@ -77,8 +111,9 @@ export class ReleaseEntity {
       throw new Error('the release is being aborted');
     } else if (action === 'pause' && pausedByUser) {
       throw new Error('the release is already paused');
-    } else if (action === 'resume' && !pausedByUser && !this.waitingForPromote) {
-      throw new Error('the release is not paused');
+    } else if (action === 'resume' && !pausedByUser) {
+      // A wait for a promote between waves is an approval: resume lifts only a pause by request.
+      throw new Error(this.waitingForPromote ? 'the release is not paused by request: it waits for a promote to start its next wave' : 'the release is not paused');
     }
   }
 
@@ -120,36 +155,73 @@ export class ReleaseEntity {
    * failure, an abort or a deletion stops the current wave and rolls the earlier ones back, last first.
    */
   async run(plan: ReleasePlan): Promise<void> {
-    this.abortRequest = undefined;
-    this.promoteRequest = undefined;
-    this.state.generation = plan.generation;
-    this.state.waves = plan.waves.length;
-    this.state.wave = 0;
-    this.state.failedApplication = undefined;
-    this.state.applications = plan.waves.flatMap((w, i) => w.apps.map((a) => ({ name: a.name, wave: i + 1, phase: ReleaseAppPhase.Waiting, canaryVersion: a.canaryVersion })));
-    await this.publish(ReleasePhase.Progressing, `claiming ${this.state.applications.length} Application(s)`);
+    this.plan = plan;
+    if (this.position.at === 'claim') {
+      this.abortRequest = undefined;
+      this.promoteRequest = undefined;
+      this.state.generation = plan.generation;
+      this.state.waves = plan.waves.length;
+      this.state.wave = 0;
+      this.state.failedApplication = undefined;
+      this.state.applications = plan.waves.flatMap((w, i) => w.apps.map((a) => ({ name: a.name, wave: i + 1, phase: ReleaseAppPhase.Waiting, canaryVersion: a.canaryVersion })));
+      await this.publish(ReleasePhase.Progressing, `claiming ${this.state.applications.length} Application(s)`);
 
-    const claim = await run(acts.claimApplications, `claim ${plan.waves.flatMap((w) => w.apps.map((a) => a.name)).join(', ')}`, { namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
-    if (!claim.ok) {
-      await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
-      return;
+      const claim = await run(acts.claimApplications, `claim ${plan.waves.flatMap((w) => w.apps.map((a) => a.name)).join(', ')}`, { namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
+      if (!claim.ok) {
+        await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
+        return;
+      }
+      for (const c of claim.apps) Object.assign(this.app(c.name), { image: c.image, previousImage: c.previousImage });
+      this.position = { at: 'wave', wave: 0, stage: 'hold' };
     }
-    for (const c of claim.apps) Object.assign(this.app(c.name), { image: c.image, previousImage: c.previousImage });
 
     try {
-      for (const [i, wave] of plan.waves.entries()) {
-        await this.holdWhilePaused(`wave ${i + 1} (${wave.name})`);
-        this.throwIfStopped();
-        await this.startWave(i, wave);
-        await this.followWave(i, wave);
+      if (this.position.at === 'compensate') {
+        const { stop } = this.position;
+        throw new Stop(stop.phase === 'Aborted' ? ReleasePhase.Aborted : ReleasePhase.RolledBack, stop.message, stop.app);
+      }
+      const from = this.position.at === 'wave' ? this.position : { wave: 0, stage: 'hold' as const };
+      for (let i = from.wave; i < plan.waves.length; i++) {
+        const wave = plan.waves[i]!;
+        const stage = i === from.wave ? from.stage : 'hold';
+        if (stage === 'hold') {
+          this.position = { at: 'wave', wave: i, stage: 'hold' };
+          await this.holdWhilePaused(`wave ${i + 1} (${wave.name})`);
+          this.throwIfStopped();
+          await this.startWave(i, wave);
+        }
+        if (stage !== 'between') {
+          this.position = { at: 'wave', wave: i, stage: 'follow' };
+          await this.followWave(i, wave);
+        }
         if (i < plan.waves.length - 1) await this.pauseBetweenWaves(i, plan.pauseBetweenWavesMs);
       }
       await this.letGo();
       await this.publish(ReleasePhase.Promoted, `all ${plan.waves.length} wave(s) promoted`, { reason: 'ReleasePromoted', type: 'Normal' });
     } catch (err) {
       if (!(err instanceof Stop)) throw err;
-      await CancellationScope.nonCancellable(() => this.compensate(err));
+      const resumed = this.position.at === 'compensate';
+      this.position = { at: 'compensate', stop: { phase: err.phase === ReleasePhase.Aborted ? 'Aborted' : 'RolledBack', message: err.message, ...(err.app ? { app: err.app } : {}) } };
+      await CancellationScope.nonCancellable(() => this.compensate(err, resumed));
     }
+    this.position = { at: 'claim' };
+  }
+
+  /**
+   * Continues as new, carrying everything, once the history has grown past its limit or the server suggests it.
+   * Called right after a wait ends, before any local activity resolves in the new workflow task, for the reason
+   * Rollout.rollOverIfDue gives.
+   */
+  private async rollOverIfDue(): Promise<void> {
+    const info = workflowInfo();
+    if (!this.plan || (!info.continueAsNewSuggested && info.historyLength < (this.input.options?.maxHistoryEvents ?? defaultMaxHistoryEvents))) return;
+    log.info('continuing as new', { historyLength: info.historyLength, position: this.position.at });
+    const carried: ReleaseCarry = {
+      plan: this.plan, state: this.state, position: this.position, deleting: this.deleting, written: this.written, lastRequest: this.lastRequest,
+      told: [...this.told.entries()], ...(this.abortRequest ? { abortRequest: this.abortRequest } : {}), ...(this.promoteRequest ? { promoteRequest: this.promoteRequest } : {}),
+    };
+    const { carried: _c, ...input } = this.input;
+    await continueAsNew<typeof releaseWorkflow>({ ...input, carried });
   }
 
   private async startWave(i: number, wave: WavePlan): Promise<void> {
@@ -190,14 +262,22 @@ export class ReleaseEntity {
   private async pauseBetweenWaves(i: number, ms: number | null | undefined): Promise<void> {
     if (ms === undefined) return;
     const next = `wave ${i + 2}`;
+    const at = this.position;
+    const taken = at.at === 'wave' && at.stage === 'between' && at.wave === i;
     if (ms === null) {
-      this.promoteRequest = undefined;
-      await this.publish(ReleasePhase.Paused, `waiting for a promote to start ${next}`, { reason: 'ReleasePaused', type: 'Normal' });
+      if (!taken) {
+        this.promoteRequest = undefined;
+        this.position = { at: 'wave', wave: i, stage: 'between', until: null };
+        await this.publish(ReleasePhase.Paused, `waiting for a promote to start ${next}`, { reason: 'ReleasePaused', type: 'Normal' });
+      }
       await this.until(() => this.promoteRequest !== undefined);
       return;
     }
-    const until = Date.now() + ms;
-    await this.publish(ReleasePhase.Paused, `pausing ${Math.round(ms / 1000)} s before ${next} (a promote starts it now)`, { reason: 'ReleasePaused', type: 'Normal' });
+    const until = taken && typeof at.until === 'number' ? at.until : Date.now() + ms;
+    if (!taken) {
+      this.position = { at: 'wave', wave: i, stage: 'between', until };
+      await this.publish(ReleasePhase.Paused, `pausing ${Math.round(ms / 1000)} s before ${next} (a promote starts it now)`, { reason: 'ReleasePaused', type: 'Normal' });
+    }
     await this.until(() => Date.now() >= until || this.promoteRequest !== undefined, { at: until, why: `pause ${duration(ms)} before ${next}` });
   }
 
@@ -208,7 +288,8 @@ export class ReleaseEntity {
   /** A person's pause holds the release before its next wave. */
   private async holdWhilePaused(what: string): Promise<void> {
     if (!this.state.pausedByUser) return;
-    await this.publish(ReleasePhase.Paused, `paused by request before ${what}`, { reason: 'ReleasePaused', type: 'Normal' });
+    const text = `paused by request before ${what}`;
+    if (this.state.phase !== ReleasePhase.Paused || this.state.message !== text) await this.publish(ReleasePhase.Paused, text, { reason: 'ReleasePaused', type: 'Normal' });
     await this.until(() => !this.state.pausedByUser);
   }
 
@@ -217,15 +298,18 @@ export class ReleaseEntity {
    * previous image of every Application this release promoted, last first, each verified (its stable Deployment
    * runs the old image again and it is Running); then let the Applications go and say what happened.
    */
-  private async compensate(stop: Stop): Promise<void> {
+  private async compensate(stop: Stop, resumed: boolean): Promise<void> {
     const aborted = stop.phase === ReleasePhase.Aborted;
     if (stop.app) {
       this.state.failedApplication = stop.app;
       this.app(stop.app).phase = ReleaseAppPhase.Failed;
     }
     const undoing = aborted ? ReleasePhase.Aborting : ReleasePhase.RollingBack;
-    await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
-      { reason: aborted ? 'ReleaseAborting' : 'ReleaseRollingBack', type: 'Warning' });
+    // Taken up by a new run: what is done stays done (the Applications' phases say what is left).
+    if (!resumed) {
+      await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`,
+        { reason: aborted ? 'ReleaseAborting' : 'ReleaseRollingBack', type: 'Warning' });
+    }
     const running = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Progressing);
     // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
     const failed = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Failed);
@@ -266,7 +350,7 @@ export class ReleaseEntity {
   }
 
   private observe(apps: string[]): Promise<AppObservation[]> {
-    return run(acts.observeApplications, `observe ${apps.join(', ')}`, { namespace: this.state.namespace, apps });
+    return run(looks.observeApplications, `observe ${apps.join(', ')}`, { namespace: this.state.namespace, apps });
   }
 
   /** Keeps an Application's phase and message as its canary reports them. */
@@ -304,6 +388,7 @@ export class ReleaseEntity {
       const seen = this.wakes;
       if (timer === undefined) await condition(() => this.wakes !== seen || ok());
       else await waitFor(() => this.wakes !== seen || ok(), Math.max(1, timer.at - Date.now()), timer.why);
+      await this.rollOverIfDue();
     }
   }
 
@@ -311,6 +396,7 @@ export class ReleaseEntity {
   private async nap(ms: number, why: string): Promise<void> {
     const seen = this.wakes;
     await waitFor(() => this.wakes !== seen, ms, `${why} in ${duration(ms)}`);
+    await this.rollOverIfDue();
   }
 
   private throwIfStopped(): void {

@@ -31,27 +31,36 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
     });
   }
 
+  // A run that continued as new in the middle of a generation takes it up where the last run left it.
+  let taken = release.carriedPlan;
   for (;;) {
-    const read = await run(readRelease, `read the Release ${input.namespace}/${input.name}`, { namespace: input.namespace, name: input.name });
-    if (read.outcome === 'gone') return 'gone';
-    if (read.outcome === 'deleting') {
-      await run(finalizeRelease, 'release the finalizer', { namespace: input.namespace, name: input.name, uid: read.uid });
-      return 'deleted';
-    }
-    if (read.outcome === 'invalid') {
-      await release.publish(ReleasePhase.Failed, `the spec is invalid: ${read.message}`, { reason: 'InvalidSpec', type: 'Warning' });
-    } else if (read.finishedPhase) {
-      // This generation already ran (before a restart or a new run of this workflow): nothing to redo.
-      release.state.phase = read.finishedPhase;
-    } else {
-      await release.run(read.plan);
-      // A deletion noticed during the run: the compensation is done, now the finalizer.
+    if (taken) {
+      await release.run(taken);
+      taken = undefined;
       if (release.deleting) continue;
+    } else {
+      const read = await run(readRelease, `read the Release ${input.namespace}/${input.name}`, { namespace: input.namespace, name: input.name });
+      if (read.outcome === 'gone') return 'gone';
+      if (read.outcome === 'deleting') {
+        await run(finalizeRelease, 'release the finalizer', { namespace: input.namespace, name: input.name, uid: read.uid });
+        return 'deleted';
+      }
+      if (read.outcome === 'invalid') {
+        await release.publish(ReleasePhase.Failed, `the spec is invalid: ${read.message}`, { reason: 'InvalidSpec', type: 'Warning' });
+      } else if (read.finishedPhase) {
+        // This generation already ran (before a restart or a new run of this workflow): nothing to redo.
+        release.state.phase = read.finishedPhase;
+      } else {
+        await release.run(read.plan);
+        // A deletion noticed during the run: the compensation is done, now the finalizer.
+        if (release.deleting) continue;
+      }
     }
     if (release.deleting) continue;
     if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= (input.options?.maxHistoryEvents ?? 2000)) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof releaseWorkflow>(input);
+      const { carried: _c, ...fresh } = input;
+      return continueAsNew<typeof releaseWorkflow>(fresh);
     }
     await release.waitForChange();
   }

@@ -3,7 +3,7 @@
 import type { HeaderMatch } from '../../render/istio.ts';
 
 /**
- * One step: set the canary's traffic weight; pause (ms; null until promoted or resumed); route requests matching
+ * One step: set the canary's traffic weight; pause (ms; null until promoted: an approval); route requests matching
  * headers or a cookie to the canary (an empty match removes the route); or mirror a percentage of requests to it.
  */
 export type PlanStep =
@@ -60,7 +60,7 @@ export function describeStep(step: PlanStep | undefined, index: number, total: n
   if (step.kind === 'weight') return `${at}: set canary weight to ${step.weight}%`;
   if (step.kind === 'header') return step.match.length ? `${at}: route requests matching ${describeMatch(step.match)} to the canary` : `${at}: remove the header route`;
   if (step.kind === 'mirror') return step.percent ? `${at}: mirror ${step.percent}% of requests to the canary` : `${at}: stop mirroring`;
-  if (step.ms === null) return `${at}: pause until promoted or resumed`;
+  if (step.ms === null) return `${at}: pause until promoted`;
   return `${at}: pause for ${step.ms < 1000 ? `${step.ms} ms` : `${Math.round(step.ms / 1000)} s`}`;
 }
 

@@ -1,21 +1,31 @@
 // A canary rollout as an entity: its state and the operations the workflow's story is told with (start, a step,
 // a hold, promote, compensate), the control requests it accepts, and how it publishes itself. Decisions are the
-// pure functions of decide.ts; the cluster is reached only through activities.
+// pure functions of decide.ts; the cluster is reached only through activities. Everything it knows is one
+// serializable object (RolloutCarry), so that it can continue as new at any wait and be taken up exactly there.
 import {
-  ActivityFailure, ApplicationFailure, CancellationScope, isCancellation, log, proxyActivities, setCurrentDetails,
+  ActivityFailure, ApplicationFailure, CancellationScope, TimeoutFailure, continueAsNew, getExternalWorkflowHandle,
+  isCancellation, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { AnalysisVerdict, CanaryRef } from '../../activities/types.ts';
 import type { CanaryRoute } from '../../render/istio.ts';
-import type { ControlAction, ControlRequest, RolloutInput, RolloutResult, RolloutState } from '../contract.ts';
-import { judge, keptVerdicts, tally, type AnalysisDecision, type MetricTally } from './analysis.ts';
-import { failureCounts, gateVerdict, interruption, noCanaryRoute, reachesCanary, routeAfterGate, sameRoute, type Interruption } from './decide.ts';
+import {
+  applicationWorkflowId, rolloutEndedSignal,
+  type ControlAction, type ControlRequest, type RecoveredRollout, type RolloutCarry, type RolloutInput, type RolloutPosition, type RolloutResult,
+  type RolloutState, type UndoKind,
+} from '../contract.ts';
+import { judge, keptVerdicts, tally, type AnalysisDecision } from './analysis.ts';
+import { failureCounts, gateVerdict, interruption, noCanaryRoute, reachesCanary, routeAfterGate, routeAtStep, sameRoute, withStep, type Interruption } from './decide.ts';
 import { describeMatch, describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
 import { duration, run, waitFor, type Summarizable } from '../summary.ts';
+import type { canaryRolloutWorkflow } from './workflow.ts';
 
 /** Failures no retry can fix: the rollout acts on them at once. */
 export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded];
+
+/** Continue-as-new past this many history events, unless the server suggests it sooner. */
+export const defaultMaxHistoryEvents = 2000;
 
 // A few quick attempts per call (a worker killed mid-activity is noticed in 20 s); past them the rollout says in
 // status that the step keeps failing and tries again with a growing delay (Rollout.persist).
@@ -23,6 +33,17 @@ const acts = proxyActivities<Activities>({
   startToCloseTimeout: '20s',
   retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 5, nonRetryableErrorTypes: fatalFailures },
 });
+
+// What a waiting rollout does every interval (a gate check, an analysis, a status write) runs as a local activity,
+// in the worker that runs the workflow task: one marker event each, where an activity costs three events and a
+// workflow task more. A rollout that waits for days then costs about six events per gate interval.
+const checks = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '15s',
+  retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '2s', maximumAttempts: 3, nonRetryableErrorTypes: fatalFailures },
+});
+
+// One attempt, for status written while something else is failing.
+const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -33,54 +54,93 @@ export class Unwind extends Error {
   }
 }
 
-interface Undo {
-  what: string;
-  run: () => Promise<unknown>;
-}
-
 type EventReason = (typeof Reason)[keyof typeof Reason];
+type Memory = Omit<RolloutCarry, 'state'>;
 
 export class Rollout {
   readonly state: RolloutState;
+  private readonly input: RolloutInput;
   private readonly plan: RolloutPlan;
   private readonly ref: CanaryRef;
-  private promoteRequest: ControlRequest | undefined;
-  private abortRequest: ControlRequest | undefined;
+  /** Everything else the rollout knows: carried whole to the next run. */
+  private readonly m: Memory;
+  /** Set when this run takes up a rollout whose workflow Temporal lost: its start says so. */
+  private readonly recovered: RecoveredRollout | undefined;
   /** Bumped by every accepted control request and recheck, so a waiting rollout wakes up and looks. */
   private requests = 0;
-  private resumes = 0;
   /** A child the rollout owns changed: check at once rather than at the next interval. */
   private recheck = false;
   /** Set while promote() waits for the stable Deployment; its status changing ends the wait at once. */
   private awaitingStable = false;
   private stableChanged = false;
-  /** What the steps ask to route to the canary; what is routed (route) is nothing while the canary has no ready replica. */
-  private target: CanaryRoute = noCanaryRoute;
-  private route: CanaryRoute = noCanaryRoute;
-  /** The analysis: consecutive results per metric, when it last ran, and when the route last changed. */
-  private tallies: Record<string, MetricTally> = {};
-  private lastAnalysisAt = 0;
-  private analysisFailed: { metric: string; times: number; message: string } | undefined;
-  private lastGateAt = 0;
-  /** When a failed check last counted toward failureThreshold. */
-  private lastCountedAt = -Infinity;
-  private createdAt = 0;
-  private deadline: number;
-  /** Compensations, registered right after the step they undo succeeded; run in reverse. */
-  private readonly undos: Undo[] = [];
+  /** The phase and message status last said, so a mere refresh is told apart from news. */
+  private lastPublished: string;
 
   constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
+    this.input = input;
+    this.lastPublished = input.carried ? `${input.carried.state.phase}: ${input.carried.state.message}` : '';
     this.plan = plan;
     this.ref = { namespace, name };
+    if (input.carried) {
+      const { state, ...memory } = input.carried;
+      this.state = state;
+      this.m = { ...memory, run: memory.run + 1 };
+      this.recovered = undefined;
+      return;
+    }
     const now = Date.now();
-    this.deadline = now + plan.progressDeadlineMs;
+    const deadline = now + plan.progressDeadlineMs;
     this.state = {
       namespace, name, key: plan.key, phase: RolloutPhase.Progressing, step: 0, totalSteps: plan.steps.length, weight: 0,
       message: 'starting', startedAt: new Date(now).toISOString(), pausedByUser: false,
-      deadlineAt: new Date(this.deadline).toISOString(), gates: [], consecutiveFailures: 0,
+      deadlineAt: new Date(deadline).toISOString(), gates: [], consecutiveFailures: 0,
       ...(plan.analysis ? { analysis: { verdicts: [], passed: false } } : {}),
     };
+    this.m = {
+      position: { at: 'start' }, target: noCanaryRoute, route: noCanaryRoute, tallies: {},
+      lastAnalysisAt: 0, lastGateAt: 0, lastCountedAt: 0, createdAt: 0, deadline, undos: [], run: 1,
+    };
+    this.recovered = input.recovered;
+    if (input.recovered) this.takeUp(input.recovered);
+  }
+
+  /**
+   * Where the Application's status says a lost rollout was: its step and weight, a timed pause's end, a user's
+   * pause. What status does not keep (analysis streaks, the start-up grace, the deadline) starts over, and traffic
+   * moves up again only after a fresh passing gate (and analysis).
+   */
+  private takeUp(r: RecoveredRollout): void {
+    const step = Math.min(Math.max(0, r.step), this.plan.steps.length);
+    this.state.step = step;
+    if (r.startedAt) this.state.startedAt = r.startedAt;
+    if (r.pausedBy) {
+      this.state.pausedByUser = true;
+      this.state.pausedBy = r.pausedBy;
+    }
+    const target = routeAtStep(this.plan.steps, step);
+    this.m.target = target;
+    this.m.route = { ...target, weight: Math.min(target.weight, r.weight) };
+    this.state.weight = this.m.route.weight;
+    this.m.undos = ['removeCanary'];
+    if (r.phase === RolloutPhase.Aborting) {
+      this.m.position = {
+        at: 'compensate',
+        stop: r.abortedBy
+          ? { phase: RolloutPhase.Aborted, reason: Reason.CanaryAborted, message: r.message ?? 'aborted', by: r.abortedBy }
+          : { phase: RolloutPhase.RolledBack, reason: r.reason ?? Reason.RolloutRecovered, message: r.message ?? 'rolling back' },
+      };
+    } else if (r.phase === RolloutPhase.Promoting) {
+      this.m.position = { at: 'promote', stableUpdated: false };
+    } else {
+      // A timed pause still running keeps its end; one that ended while nobody watched ends now.
+      if (r.pauseEndsAt && this.plan.steps[step]?.kind === 'pause') this.state.pauseEndsAt = r.pauseEndsAt;
+      this.m.position = { at: 'steps', step, done: false };
+    }
+  }
+
+  get position(): RolloutPosition {
+    return this.m.position;
   }
 
   // ---- control: the same rules for updates (validated, answered) and signals (fire and forget) ----
@@ -91,12 +151,16 @@ export class Rollout {
     const version = this.plan.version;
     if (action === 'promote' || action === 'abort') {
       if (isTerminal(phase)) throw new Error(`the rollout of ${version} is already ${phase}`);
-      if (phase === RolloutPhase.Aborting || this.abortRequest) throw new Error(`the rollout of ${version} is ${action === 'abort' ? 'already ' : ''}being aborted`);
-      if (action === 'promote' && (phase === RolloutPhase.Promoting || this.promoteRequest)) throw new Error(`the rollout of ${version} is already being promoted`);
+      if (phase === RolloutPhase.Aborting || this.m.abortRequest) throw new Error(`the rollout of ${version} is ${action === 'abort' ? 'already ' : ''}being aborted`);
+      if (action === 'promote' && (phase === RolloutPhase.Promoting || this.m.promoteRequest)) throw new Error(`the rollout of ${version} is already being promoted`);
     } else if (action === 'pause') {
       if (phase !== RolloutPhase.Progressing && phase !== RolloutPhase.Paused) throw new Error(`cannot pause a rollout that is ${phase}`);
-      if (pausedByUser) throw new Error('the rollout is already paused');
-    } else if (!pausedByUser && phase !== RolloutPhase.Paused && !this.state.analysis?.blind) {
+      if (pausedByUser) throw new Error(`the rollout is already paused${this.state.pausedBy ? ` (by ${this.state.pausedBy})` : ''}`);
+    } else if (!pausedByUser && !this.state.analysis?.blind) {
+      // A pause step is an approval: only a promote passes it. Resume undoes a pause by request, or an analysis hold.
+      if (phase === RolloutPhase.Paused) {
+        throw new Error(`the rollout of ${version} is not paused by request: it waits at ${describeStep(this.plan.steps[this.state.step], this.state.step, this.plan.steps.length)}; promote to go on`);
+      }
       throw new Error('the rollout is not paused');
     }
   }
@@ -105,21 +169,22 @@ export class Rollout {
   accept(action: ControlAction, request: ControlRequest = {}): RolloutState {
     const by = request.by ? ` by ${request.by}` : '';
     if (action === 'promote') {
-      this.promoteRequest = request;
+      this.m.promoteRequest = request;
       this.state.message = `promote requested${by}`;
     } else if (action === 'abort') {
-      this.abortRequest = request;
+      this.m.abortRequest = request;
       this.state.phase = RolloutPhase.Aborting;
       this.state.message = `abort requested${by}${request.reason ? `: ${request.reason}` : ''}`;
     } else if (action === 'pause') {
       this.state.pausedByUser = true;
+      this.state.pausedBy = request.by ?? 'unknown';
     } else {
       this.state.pausedByUser = false;
-      this.resumes++;
+      this.state.pausedBy = undefined;
       // A person who resumes a rollout held by an inconclusive analysis takes that call: the counts start over.
       if (this.state.analysis?.blind) {
         this.state.analysis.blind = undefined;
-        this.tallies = Object.fromEntries(Object.entries(this.tallies).map(([k, t]) => [k, { ...t, inconclusive: 0 }]));
+        this.m.tallies = Object.fromEntries(Object.entries(this.m.tallies).map(([k, t]) => [k, { ...t, inconclusive: 0 }]));
       }
     }
     this.requests++;
@@ -148,69 +213,98 @@ export class Rollout {
   }
 
   get promoteRequested(): boolean {
-    return this.promoteRequest !== undefined;
+    return this.m.promoteRequest !== undefined;
   }
 
   // ---- the story ----
 
-  /** Creates the canary at 0% and checks it once. */
+  /**
+   * Creates the canary at 0% and checks it once; or announces that this run takes up a rollout Temporal lost, from
+   * where status says it was (at the steps, the canary is applied again, idempotently). A run that continued as new
+   * has nothing to do here.
+   */
   async start(): Promise<void> {
-    await this.publish(RolloutPhase.Progressing, `creating canary ${this.plan.version} (${this.plan.image})`, Reason.CanaryStarted);
-    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at 0%`, acts.prepareCanary, { ...this.ref, plan: this.plan });
-    this.createdAt = Date.now();
-    this.onUndo('remove the canary: all traffic to stable, subset and Deployment removed', acts.removeCanary, this.ref);
+    const at = this.m.position;
+    if (this.recovered) {
+      const r = this.recovered;
+      const phase = at.at === 'compensate' ? RolloutPhase.Aborting : at.at === 'promote' ? RolloutPhase.Promoting
+        : this.state.pausedByUser || this.plan.steps[this.state.step]?.kind === 'pause' ? RolloutPhase.Paused : RolloutPhase.Progressing;
+      const where = at.at === 'steps' ? `at ${describeStep(this.plan.steps[this.state.step], this.state.step, this.plan.steps.length)}` : at.at === 'promote' ? 'promoting' : 'undoing';
+      await this.publish(phase,
+        `taken up again ${where} (${r.phase}, ${r.weight}%), as the Application's status said: Temporal had no record of this rollout's workflow (lost or replaced); analysis streaks and the start-up grace start over`,
+        Reason.RolloutRecovered, 'Warning');
+      if (at.at !== 'steps') return;
+    } else if (at.at === 'start') {
+      await this.publish(RolloutPhase.Progressing, `creating canary ${this.plan.version} (${this.plan.image})`, Reason.CanaryStarted);
+    } else {
+      return;
+    }
+    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at ${describeRoute(this.m.route)}`, acts.prepareCanary, { ...this.ref, plan: this.plan });
+    this.m.createdAt = Date.now();
+    if (!this.m.undos.includes('removeCanary')) this.m.undos.push('removeCanary');
+    if (this.m.position.at === 'start') this.m.position = { at: 'steps', step: 0, done: false };
     await this.checkGate();
   }
 
   /**
    * Runs one step. A route step (weight, header route, mirror) moves traffic once the gate passes, and moving the
-   * weight up once an analysis has passed at the current weight too; a pause waits for its time, a resume or a
-   * promote.
+   * weight up once an analysis has passed at the current weight too; a pause waits for its time or a promote.
    */
   async runStep(index: number, step: PlanStep): Promise<void> {
     this.state.step = index;
+    this.m.position = { at: 'steps', step: index, done: false };
     this.throwIfInterrupted(false);
     await this.holdWhileBlind();
     const text = describeStep(step, index, this.plan.steps.length);
     if (step.kind === 'pause') {
-      const resumesAtStart = this.resumes;
-      const until = step.ms === null ? undefined : Date.now() + step.ms;
+      // A pause taken up again (a new run, a recovered rollout) keeps the end it had.
+      const until = step.ms === null ? undefined : this.state.pauseEndsAt ? Date.parse(this.state.pauseEndsAt) : Date.now() + step.ms;
       this.state.pauseEndsAt = until === undefined ? undefined : new Date(until).toISOString();
-      await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
-      await this.watch({ pause: true, ...(until !== undefined ? { until } : {}), done: () => this.promoteRequested || this.resumes !== resumesAtStart });
+      if (this.state.phase !== RolloutPhase.Paused || this.state.message !== text) await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
+      await this.watch({ pause: true, ...(until !== undefined ? { until } : {}), done: () => this.promoteRequested });
       this.state.pauseEndsAt = undefined;
+      this.m.position = { at: 'steps', step: index, done: true };
       if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
       return;
     }
-    const next = withStep(this.target, step);
+    const next = withStep(this.m.target, step);
     if (reachesCanary(next)) {
-      const up = step.kind === 'weight' && step.weight > this.route.weight && this.needsAnalysis();
+      const up = step.kind === 'weight' && step.weight > this.m.route.weight && this.needsAnalysis();
       await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)${up ? ' and a passing analysis at the current weight' : ''}`);
-      await this.watch({ done: () => this.gateOk() && (!up || this.state.analysis?.passed === true) });
+      // A promote goes now: it does not wait for the step's gate (or analysis) first.
+      await this.watch({ done: () => this.promoteRequested || (this.gateOk() && (!up || this.state.analysis?.passed === true)) });
+      if (this.promoteRequested) return;
     }
     // The target moves only now: until the step may go, a gate check keeps traffic where it is.
-    this.target = next;
-    if (!sameRoute(this.route, next)) await this.routeTo(next);
+    this.m.target = next;
+    if (!sameRoute(this.m.route, next)) await this.routeTo(next);
+    this.m.position = { at: 'steps', step: index, done: true };
     await this.publish(RolloutPhase.Progressing, text, Reason.CanaryStepCompleted);
   }
 
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
   async holdWhilePaused(next: number): Promise<void> {
     if (!this.state.pausedByUser) return;
-    await this.publish(RolloutPhase.Paused, `paused by request at ${describeStep(this.plan.steps[next], next, this.plan.steps.length)}`, Reason.CanaryPaused);
+    const text = `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''} at ${describeStep(this.plan.steps[next], next, this.plan.steps.length)}`;
+    if (this.state.phase !== RolloutPhase.Paused || this.state.message !== text) await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
     await this.watch({ pause: true, done: () => !this.state.pausedByUser || this.promoteRequested });
   }
 
-  /** An analysis that cannot see holds the rollout (a pause) until a metric answers again, or a resume, promote or abort. */
+  /**
+   * An analysis that cannot see holds the rollout until a metric answers again, or a resume, promote or abort. The
+   * canary keeps its share of traffic meanwhile (with none, no metric could ever answer), health gates keep running,
+   * and the hold counts against the progress deadline: an unjudged canary never carries traffic for longer.
+   */
   private async holdWhileBlind(): Promise<void> {
     if (!this.state.analysis?.blind || this.promoteRequested) return;
-    await this.publish(RolloutPhase.Paused, `analysis inconclusive, holding: ${this.state.analysis.blind}; the rollout goes on when the metric answers again, or on resume, promote or abort`);
-    await this.watch({ pause: true, done: () => !this.state.analysis?.blind || this.promoteRequested });
+    const text = `analysis inconclusive, holding: ${this.state.analysis.blind}; the rollout goes on when the metric answers again, or on resume, promote or abort`;
+    if (this.state.message !== text) await this.publish(RolloutPhase.Paused, text);
+    await this.watch({ done: () => !this.state.analysis?.blind || this.promoteRequested });
   }
 
   /** Traffic may not move up (nor the last step promote) until an analysis passed at the current route. */
   private needsAnalysis(): boolean {
-    return this.plan.analysis !== undefined && reachesCanary(this.route) && this.state.analysis?.passed !== true;
+    return this.plan.analysis !== undefined && reachesCanary(this.m.route) && this.state.analysis?.passed !== true;
   }
 
   private gateOk(): boolean {
@@ -221,22 +315,28 @@ export class Rollout {
   async promote(): Promise<RolloutResult> {
     this.throwIfInterrupted(false);
     this.state.step = this.plan.steps.length;
-    // The last step promotes on its own only after a passing analysis at the last weight; a person's promote decides.
-    if (!this.promoteRequested) {
-      await this.holdWhileBlind();
-      if (this.needsAnalysis()) {
-        await this.publish(RolloutPhase.Progressing, `all ${this.plan.steps.length} steps done: waiting for a passing analysis before promoting`);
-        await this.watch({ done: () => this.promoteRequested || this.state.analysis?.passed === true });
+    const by = this.m.promoteRequest?.by ? ` by ${this.m.promoteRequest.by}` : '';
+    if (this.m.position.at !== 'promote') {
+      // The last step promotes on its own only after a passing analysis at the last weight; a person's promote decides.
+      if (!this.promoteRequested) {
+        await this.holdWhileBlind();
+        if (this.needsAnalysis()) {
+          await this.publish(RolloutPhase.Progressing, `all ${this.plan.steps.length} steps done: waiting for a passing analysis before promoting`);
+          await this.watch({ done: () => this.promoteRequested || this.state.analysis?.passed === true });
+        }
       }
+      this.m.position = { at: 'promote', stableUpdated: false };
+      await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
     }
-    const by = this.promoteRequest?.by ? ` by ${this.promoteRequest.by}` : '';
-    await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
-    await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
-    this.onUndo(`restore the stable image ${this.plan.stableImage}`, acts.restoreStableImage, { ...this.ref, plan: this.plan });
+    if (!this.m.position.stableUpdated) {
+      await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
+      if (!this.m.undos.includes('restoreStableImage')) this.m.undos.push('restoreStableImage');
+      this.m.position = { at: 'promote', stableUpdated: true };
+    }
     this.awaitingStable = true;
     for (;;) {
       this.stableChanged = false;
-      const stable = await this.call(`check that stable runs ${this.plan.image}`, acts.stableRolledOut, { ...this.ref, image: this.plan.image });
+      const stable = await this.call(`check that stable runs ${this.plan.image}`, checks.stableRolledOut, { ...this.ref, image: this.plan.image });
       if (stable.done) break;
       this.state.message = stable.message;
       // Between polls gates keep running and an abort is still honoured; the stable Deployment's status changing
@@ -247,7 +347,7 @@ export class Rollout {
     await this.routeTo(noCanaryRoute);
     await this.call('remove the canary', acts.removeCanary, this.ref);
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
-    this.undos.length = 0;
+    this.m.undos = [];
     this.state.reason = Reason.CanaryPromoted;
     await this.publish(RolloutPhase.Promoted, `stable runs ${this.plan.image}; all traffic on stable, canary removed${by}`, Reason.CanaryPromoted);
     return this.result();
@@ -255,33 +355,52 @@ export class Rollout {
 
   /**
    * Runs the registered undos in reverse, shielded from cancellation, and says why. An undo that keeps failing is
-   * retried until it succeeds, and status says so meanwhile. A cancelled rollout (its Application's workflow ended)
-   * is compensated, then the cancellation goes on.
+   * retried until it succeeds, and status says so meanwhile. Without `err`, takes up a compensation that a
+   * previous run (or a lost workflow) had begun.
    */
-  async compensate(err: unknown): Promise<RolloutResult> {
-    const cancelled = isCancellation(err);
-    const stop: Interruption = err instanceof Unwind ? err.interruption
-      : cancelled ? { phase: RolloutPhase.RolledBack, reason: Reason.RolloutCancelled, message: 'the rollout was cancelled' }
-        : { phase: RolloutPhase.RolledBack, reason: failureType(err) ?? Reason.RolloutError, message: describeFailure(err) };
+  async compensate(err?: unknown): Promise<RolloutResult> {
+    const begin = err !== undefined || this.m.position.at !== 'compensate';
+    const stop: Interruption = this.m.position.at === 'compensate' && err === undefined ? this.m.position.stop
+      : err instanceof Unwind ? err.interruption
+        : isCancellation(err) ? { phase: RolloutPhase.RolledBack, reason: Reason.RolloutCancelled, message: 'the rollout was cancelled' }
+          : { phase: RolloutPhase.RolledBack, reason: failureType(err) ?? Reason.RolloutError, message: describeFailure(err) };
     const aborted = stop.phase === RolloutPhase.Aborted;
+    this.m.position = { at: 'compensate', stop };
     if (stop.by) this.state.abortedBy = stop.by;
     this.state.reason = stop.reason;
     this.state.pauseEndsAt = undefined;
     await CancellationScope.nonCancellable(async () => {
-      await this.publish(RolloutPhase.Aborting, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`, aborted ? Reason.CanaryAborting : Reason.CanaryRollingBack, 'Warning');
-      for (const undo of this.undos.reverse()) {
+      if (begin || this.recovered) {
+        await this.publish(RolloutPhase.Aborting, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`, aborted ? Reason.CanaryAborting : Reason.CanaryRollingBack, 'Warning');
+      }
+      // Each undo leaves the stack only once it succeeded: a new run mid-way starts with what is left.
+      for (let kind = this.m.undos.at(-1); kind !== undefined; kind = this.m.undos.at(-1)) {
+        const undo = this.undo(kind);
         log.info(`compensation: ${undo.what}`);
         await this.persist(undo.what, undo.run, { undo: true });
+        this.m.undos.pop();
       }
       this.state.weight = 0;
       this.state.routing = undefined;
-      this.route = noCanaryRoute;
+      this.m.route = noCanaryRoute;
       const who = aborted && this.state.abortedBy ? ` by ${this.state.abortedBy}` : '';
       await this.publish(stop.phase, `${aborted ? 'aborted' : 'rolled back'}${who}: ${stop.message}; all traffic on stable, canary removed`,
         aborted ? Reason.CanaryAborted : Reason.CanaryRolledBack, 'Warning');
     });
-    if (cancelled) throw err;
     return this.result();
+  }
+
+  /**
+   * Tells the Application's workflow that this rollout ended: it follows the rollout by this signal once it has
+   * continued as new itself (a new run gets no word of a child its previous run started). Best effort: an
+   * Application workflow that is gone reads the outcome from status when it starts again.
+   */
+  async report(result: RolloutResult): Promise<void> {
+    try {
+      await getExternalWorkflowHandle(applicationWorkflowId(this.ref.namespace, this.ref.name)).signal(rolloutEndedSignal, result);
+    } catch (err) {
+      log.info('could not tell the Application\'s workflow that the rollout ended', { err: String(err) });
+    }
   }
 
   // ---- operations the story is made of ----
@@ -290,9 +409,14 @@ export class Rollout {
     return { key: this.plan.key, phase: this.state.phase, message: this.state.message };
   }
 
-  /** Registers the undo of a step that just succeeded: `activity`, summarized as `what`. */
-  private onUndo<A extends unknown[]>(what: string, activity: Summarizable<A, unknown>, ...args: A): void {
-    this.undos.push({ what, run: () => run(activity, what, ...args) });
+  /** The undo an entry of the stack names. */
+  private undo(kind: UndoKind): { what: string; run: () => Promise<unknown> } {
+    if (kind === 'removeCanary') {
+      const what = 'remove the canary: all traffic to stable, subset and Deployment removed';
+      return { what, run: () => run(acts.removeCanary, what, this.ref) };
+    }
+    const what = `restore the stable image ${this.plan.stableImage}`;
+    return { what, run: () => run(acts.restoreStableImage, what, { ...this.ref, plan: this.plan }) };
   }
 
   /** One activity call whose history event reads `summary`, retried through persist() while it fails. */
@@ -303,13 +427,13 @@ export class Rollout {
   /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
   private async routeTo(r: CanaryRoute): Promise<void> {
     await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, version: this.plan.version, route: r });
-    this.route = r;
+    this.m.route = r;
     this.state.weight = r.weight;
     this.state.routing = describeExtras(r);
     if (this.state.analysis) {
       this.state.analysis.passed = false;
       // The next analysis covers a whole interval of the new route.
-      this.lastAnalysisAt = Date.now();
+      this.m.lastAnalysisAt = Date.now();
     }
   }
 
@@ -319,29 +443,29 @@ export class Rollout {
    * what the routing rule says, read back: status never claims a weight the mesh does not have.
    */
   private async checkGate(): Promise<void> {
-    this.lastGateAt = Date.now();
+    this.m.lastGateAt = Date.now();
     this.recheck = false;
-    const seen = await this.call(`gate check at ${describeRoute(this.route)}`, acts.observeCanary, { ...this.ref, version: this.plan.version, route: this.route });
+    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.ref, version: this.plan.version, route: this.m.route });
     const { health } = seen;
     const verdict = gateVerdict(health, this.plan.gates);
-    if (verdict.ok && !this.state.readySince) this.state.readySince = new Date(this.lastGateAt).toISOString();
+    if (verdict.ok && !this.state.readySince) this.state.readySince = new Date(this.m.lastGateAt).toISOString();
     const counts = !verdict.ok && failureCounts({
-      everReady: this.state.readySince !== undefined, now: this.lastGateAt, createdAt: this.createdAt, initialDelayMs: this.plan.gates.initialDelayMs,
+      everReady: this.state.readySince !== undefined, now: this.m.lastGateAt, createdAt: this.m.createdAt, initialDelayMs: this.plan.gates.initialDelayMs,
     });
     this.state.gates = [...this.state.gates.slice(-9), {
-      at: new Date(this.lastGateAt).toISOString(), ok: verdict.ok, readyReplicas: health.readyReplicas, restarts: health.restarts, reason: verdict.reason,
+      at: new Date(this.m.lastGateAt).toISOString(), ok: verdict.ok, readyReplicas: health.readyReplicas, restarts: health.restarts, reason: verdict.reason,
       ...(!verdict.ok && !counts ? { grace: true } : {}),
     }];
     // A check made early (a recheck on an event) moves traffic and puts things back, but counts at most one failure
     // per interval: a burst of events must not roll a canary back in a second.
-    const countable = counts && this.lastGateAt - this.lastCountedAt >= this.plan.gates.intervalMs;
-    if (countable) this.lastCountedAt = this.lastGateAt;
+    const countable = counts && this.m.lastGateAt - this.m.lastCountedAt >= this.plan.gates.intervalMs;
+    if (countable) this.m.lastCountedAt = this.m.lastGateAt;
     this.state.consecutiveFailures = verdict.ok ? 0 : this.state.consecutiveFailures + (countable ? 1 : 0);
     if (!verdict.ok) log.warn(`health gate failed (${counts ? `${this.state.consecutiveFailures}/${this.plan.gates.failureThreshold}` : 'start-up grace, not counted'}): ${verdict.reason}`);
 
-    const desired = routeAfterGate(this.route, this.target, health, verdict.ok);
-    if (!sameRoute(desired, this.route) || !seen.asIntended) {
-      const why = !reachesCanary(desired) && reachesCanary(this.route) ? 'the canary has no ready replica: all traffic moved to stable'
+    const desired = routeAfterGate(this.m.route, this.m.target, health, verdict.ok);
+    if (!sameRoute(desired, this.m.route) || !seen.asIntended) {
+      const why = !reachesCanary(desired) && reachesCanary(this.m.route) ? 'the canary has no ready replica: all traffic moved to stable'
         : !seen.asIntended ? `the VirtualService does not route what the rollout set (it routes ${describeRouted(seen.routed)}): routing ${describeRoute(desired)} again`
           : `gate passed: routing ${describeRoute(desired)} to the canary`;
       log.warn(why);
@@ -354,7 +478,7 @@ export class Rollout {
       await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`);
       await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
       // A new canary starts again: its start-up grace and failure count start over.
-      this.createdAt = Date.now();
+      this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
     }
@@ -362,44 +486,65 @@ export class Rollout {
 
   private throwIfInterrupted(pausing: boolean): void {
     const stop = interruption({
-      abort: this.abortRequest, analysisFailed: this.analysisFailed, consecutiveFailures: this.state.consecutiveFailures, lastGate: this.state.gates.at(-1),
-      gates: this.plan.gates, now: Date.now(), deadline: this.deadline, pausing, progressDeadlineMs: this.plan.progressDeadlineMs,
+      abort: this.m.abortRequest, analysisFailed: this.m.analysisFailed, consecutiveFailures: this.state.consecutiveFailures, lastGate: this.state.gates.at(-1),
+      gates: this.plan.gates, now: Date.now(), deadline: this.m.deadline, pausing, progressDeadlineMs: this.plan.progressDeadlineMs,
       message: this.state.message,
     });
     if (stop) throw new Unwind(stop);
   }
 
   /**
-   * Waits until `done()` or `until`, running a health gate every interval (and at once on a recheck) and waking on
-   * any control request; throws Unwind when the rollout must stop. Time in a pause does not count against the
-   * progress deadline.
+   * Continues as new, carrying everything, once the history has grown past its limit or the server suggests it.
+   * Called only right after a wait ends, so the next run takes the wait up where this one left it. Right after, and
+   * not later: it is then the first thing the new workflow task does, before any local activity resolves in it. The
+   * history length a run reads after a local activity depends on which workflow task the activity's result arrived
+   * in (a slow one arrives in a later task), which a replay cannot reproduce.
+   */
+  private async rollOverIfDue(): Promise<void> {
+    const info = workflowInfo();
+    if (!info.continueAsNewSuggested && info.historyLength < (this.input.maxHistoryEvents ?? defaultMaxHistoryEvents)) return;
+    log.info('continuing as new', { historyLength: info.historyLength, suggested: info.continueAsNewSuggested, run: this.m.run, position: this.m.position.at });
+    const { carried: _c, recovered: _r, ...input } = this.input;
+    await continueAsNew<typeof canaryRolloutWorkflow>({ ...input, carried: { state: this.state, ...this.m } });
+  }
+
+  /**
+   * Waits until `done()` or `until`, running a health gate every interval (and at once on a recheck) and the analysis
+   * every analysis interval (in the same wake when both are near), and waking on any control request; throws Unwind
+   * when the rollout must stop. Time in a pause does not count against the progress deadline.
    */
   private async watch(opts: { until?: number; pause?: boolean; done?: () => boolean }): Promise<void> {
     const gateEvery = this.plan.gates.intervalMs;
     const analysisEvery = this.plan.analysis?.intervalMs ?? Infinity;
+    // A check due this soon after another is made in the same wake: one timer and one workflow task for both.
+    const soon = Math.min(gateEvery, analysisEvery) / 2;
     for (;;) {
-      // A hold for an inconclusive analysis is a pause too: it does not count against the deadline.
-      const pausing = opts.pause === true || this.state.pausedByUser || Boolean(this.state.analysis?.blind);
+      const pausing = opts.pause === true || this.state.pausedByUser;
       this.throwIfInterrupted(pausing);
       if (opts.done?.() || (opts.until !== undefined && Date.now() >= opts.until)) return;
       const started = Date.now();
       // Analysis runs while requests reach the canary; with none, there is nothing to judge.
-      const analysisAt = reachesCanary(this.route) ? this.lastAnalysisAt + analysisEvery : Infinity;
+      const analysisAt = reachesCanary(this.m.route) ? this.m.lastAnalysisAt + analysisEvery : Infinity;
+      const gateAt = this.m.lastGateAt + gateEvery;
       const wakes: [string, number][] = [
-        ['gate check', this.lastGateAt + gateEvery], ['analysis', analysisAt],
-        [opts.pause ? 'pause ends' : 'next look', opts.until ?? Infinity], ['progress deadline', pausing ? Infinity : this.deadline],
+        ['gate check', gateAt], ['analysis', analysisAt],
+        [opts.pause ? 'pause ends' : 'next look', opts.until ?? Infinity], ['progress deadline', pausing ? Infinity : this.m.deadline],
       ];
       const [what, wakeAt] = wakes.reduce((a, b) => (b[1] < a[1] ? b : a));
       const seen = this.requests;
       const ms = Math.max(1, wakeAt - started);
       const why = `${pausing ? 'paused' : 'waiting'} at step ${Math.min(this.state.step + 1, this.state.totalSteps)}/${this.state.totalSteps}: ${what} in ${duration(ms)}`;
-      if (!this.recheck) await waitFor(() => this.requests !== seen, ms, why);
-      if (this.recheck || Date.now() >= this.lastGateAt + gateEvery) await this.checkGate();
-      if (reachesCanary(this.route) && Date.now() >= this.lastAnalysisAt + analysisEvery) await this.analyse();
+      if (!this.recheck) {
+        await waitFor(() => this.requests !== seen, ms, why);
+        await this.rollOverIfDue();
+      }
+      const now = Date.now();
+      if (this.recheck || now + soon >= gateAt) await this.checkGate();
+      if (reachesCanary(this.m.route) && now + soon >= this.m.lastAnalysisAt + analysisEvery) await this.analyse();
       // All of a paused iteration, checks included, is pause time.
       if (pausing) {
-        this.deadline += Date.now() - started;
-        this.state.deadlineAt = new Date(this.deadline).toISOString();
+        this.m.deadline += Date.now() - started;
+        this.state.deadlineAt = new Date(this.m.deadline).toISOString();
       }
     }
   }
@@ -413,15 +558,15 @@ export class Rollout {
     const plan = this.plan.analysis;
     const analysis = this.state.analysis;
     if (!plan || !analysis) return;
-    this.lastAnalysisAt = Date.now();
-    const answers = await this.call(`analysis at ${describeRoute(this.route)}: ${plan.metrics.map((m) => m.name).join(', ')}`, acts.queryMetrics, {
+    this.m.lastAnalysisAt = Date.now();
+    const answers = await this.call(`analysis at ${describeRoute(this.m.route)}: ${plan.metrics.map((m) => m.name).join(', ')}`, checks.queryMetrics, {
       ...this.ref, ...(plan.prometheusAddress ? { address: plan.prometheusAddress } : {}), queries: plan.metrics.map((m) => ({ name: m.name, query: m.query })),
     });
-    const at = new Date(this.lastAnalysisAt).toISOString();
-    const verdicts: AnalysisVerdict[] = plan.metrics.map((m) => judge(m, answers.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, at, this.route.weight));
+    const at = new Date(this.m.lastAnalysisAt).toISOString();
+    const verdicts: AnalysisVerdict[] = plan.metrics.map((m) => judge(m, answers.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, at, this.m.route.weight));
     for (const v of verdicts) log.info(`analysis: ${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message}`, { query: v.query, weight: v.weight });
-    const { tallies, decision } = tally(this.tallies, verdicts, plan.metrics);
-    this.tallies = tallies;
+    const { tallies, decision } = tally(this.m.tallies, verdicts, plan.metrics);
+    this.m.tallies = tallies;
     analysis.verdicts = [...analysis.verdicts, ...verdicts].slice(-keptVerdicts);
     await this.decideOnAnalysis(decision);
   }
@@ -431,7 +576,7 @@ export class Rollout {
     const wasBlind = analysis.blind;
     if (decision.kind === 'pass') analysis.passed = true;
     if (decision.kind === 'fail') {
-      this.analysisFailed = { metric: decision.verdict.metric, times: decision.times, message: decision.verdict.message };
+      this.m.analysisFailed = { metric: decision.verdict.metric, times: decision.times, message: decision.verdict.message };
     }
     if (decision.kind === 'blind' && !wasBlind) {
       analysis.blind = `${decision.verdict.metric} inconclusive ${decision.times} times in a row: ${decision.verdict.message}`;
@@ -449,23 +594,28 @@ export class Rollout {
 
   /**
    * Runs one activity call; while it keeps failing with a retryable error, says so in status and tries again with a
-   * growing delay, so no retry is silent. A forward step gives way to an abort (the undos run instead); an undo
-   * never gives up.
+   * growing delay, so no retry is silent, and once it works again says what is true now. A forward step gives way
+   * to an abort (the undos run instead); an undo never gives up. A long run of failures may continue as new.
    */
-  private async persist<T>(what: string, once: () => Promise<T>, opts: { undo?: boolean } = {}): Promise<T> {
+  private async persist<T>(what: string, once: () => Promise<T>, opts: { undo?: boolean; status?: boolean } = {}): Promise<T> {
+    const before = this.state.message;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await once();
+        const out = await once();
+        // The message said this step kept failing; it works now, so status says what is true again.
+        if (attempt > 1 && !opts.status) await this.publish(this.state.phase, before);
+        return out;
       } catch (err) {
-        if (isCancellation(err) || !(err instanceof ActivityFailure) || fatalFailures.includes(failureType(err) ?? '')) throw err;
+        if (isCancellation(err) || !isActivityError(err) || fatalFailures.includes(failureType(err) ?? '')) throw err;
         const delayMs = Math.min(2000 * 2 ** (attempt - 1), 60_000);
-        const message = `"${what}" keeps failing (${attempt * 5} attempts): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
+        const message = `"${what}" keeps failing (attempt ${attempt}): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
         log.warn(message);
         this.state.message = message;
         this.details();
         // Best effort: the API server this step needs may be what is failing.
         await run(quiet.writeCanaryStatus, `status: ${this.state.phase}: "${what}" keeps failing`, this.statusInput(this.state.phase, message)).catch(() => undefined);
-        const aborted = await waitFor(() => !opts.undo && this.abortRequest !== undefined, delayMs, `retry "${what}" in ${duration(delayMs)}`);
+        const aborted = await waitFor(() => !opts.undo && this.m.abortRequest !== undefined, delayMs, `retry "${what}" in ${duration(delayMs)}`);
+        await this.rollOverIfDue();
         if (aborted) this.throwIfInterrupted(false);
       }
     }
@@ -478,8 +628,12 @@ export class Rollout {
     log.info(`${phase}: ${message}`, { step: this.state.step, weight: this.state.weight });
     this.details();
     const input = { ...this.statusInput(phase, message), ...(event ? { event: { reason: event, message: `canary ${this.plan.version}: ${message}`, type } } : {}) };
-    const summary = `status: ${phase} at step ${Math.min(this.state.step + 1, this.state.totalSteps)}/${this.state.totalSteps}, ${describeRoute(this.route)}: ${message}`;
-    await this.persist(`status ${phase}`, () => run(acts.writeCanaryStatus, summary, input), { undo: true });
+    const summary = `status: ${phase} at step ${Math.min(this.state.step + 1, this.state.totalSteps)}/${this.state.totalSteps}, ${describeRoute(this.m.route)}: ${message}`;
+    // What changed goes through an activity, whose input the history keeps (the history command tells the story
+    // from it); a refresh of the same phase and message (new analysis verdicts) is a local activity.
+    const news = event !== undefined || `${phase}: ${message}` !== this.lastPublished;
+    this.lastPublished = `${phase}: ${message}`;
+    await this.persist(`status ${phase}`, () => run(news ? acts.writeCanaryStatus : checks.writeCanaryStatus, summary, input), { undo: true, status: true });
   }
 
   private details(): void {
@@ -489,8 +643,10 @@ export class Rollout {
       `step ${Math.min(s.step + 1, s.totalSteps)}/${s.totalSteps}, canary weight ${s.weight}%`,
       s.message,
       s.pauseEndsAt ? `pause ends at ${s.pauseEndsAt}` : '',
+      s.pausedByUser ? `paused by ${s.pausedBy ?? 'request'}` : '',
       `deadline ${s.deadlineAt}`,
       s.gates.length ? `last gate: ${s.gates.at(-1)!.reason}` : '',
+      this.m.run > 1 ? `run ${this.m.run} of this rollout (it continues as new to keep its history short)` : '',
     ].filter(Boolean).join('\n\n'));
   }
 
@@ -502,6 +658,7 @@ export class Rollout {
         phase, step: s.step, totalSteps: s.totalSteps, weight: s.weight, message, version: this.plan.version, image: this.plan.image,
         startedAt: s.startedAt,
         ...(s.pauseEndsAt ? { pauseEndsAt: s.pauseEndsAt } : {}),
+        ...(s.pausedByUser ? { pausedBy: s.pausedBy ?? 'unknown' } : {}),
         ...(s.abortedBy ? { abortedBy: s.abortedBy } : {}),
         ...(s.reason ? { reason: s.reason } : {}),
         ...(s.routing ? { routing: s.routing } : {}),
@@ -509,19 +666,6 @@ export class Rollout {
       },
     };
   }
-}
-
-/** The route a step asks for: the current target with the step's change (an empty header match or 0% mirror removes it). */
-function withStep(target: CanaryRoute, step: Exclude<PlanStep, { kind: 'pause' }>): CanaryRoute {
-  const { headers, mirror, ...rest } = target;
-  const next: CanaryRoute = { ...rest, ...(headers?.length ? { headers } : {}), ...(mirror ? { mirror } : {}) };
-  if (step.kind === 'weight') return { ...next, weight: step.weight };
-  if (step.kind === 'header') {
-    const { headers: _h, ...without } = next;
-    return step.match.length ? { ...without, headers: step.match } : without;
-  }
-  const { mirror: _m, ...without } = next;
-  return step.percent ? { ...without, mirror: step.percent } : without;
 }
 
 /** A route in words. */
@@ -541,15 +685,18 @@ function describeRouted(w: { canary: number; headerRoute: boolean; mirror: numbe
   return [`${w.canary}%`, w.headerRoute ? 'a header route' : '', w.mirror ? `a ${w.mirror}% mirror` : ''].filter(Boolean).join(', ');
 }
 
-// One attempt, for status written while something else is failing.
-const quiet = proxyActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
+/** An activity's failure: wrapped in an ActivityFailure, or (a local activity's) as the activity raised it or timed out. */
+function isActivityError(err: unknown): boolean {
+  return err instanceof ActivityFailure || err instanceof ApplicationFailure || err instanceof TimeoutFailure;
+}
 
 function failureType(err: unknown): string | undefined {
-  return err instanceof ActivityFailure && err.cause instanceof ApplicationFailure ? err.cause.type ?? undefined : undefined;
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  return cause instanceof ApplicationFailure ? cause.type ?? undefined : undefined;
 }
 
 function describeFailure(err: unknown): string {
-  if (err instanceof ActivityFailure && err.cause instanceof ApplicationFailure) return `${err.cause.type ?? 'error'}: ${err.cause.message}`;
-  if (err instanceof ActivityFailure && err.cause) return err.cause.message;
-  return err instanceof Error ? err.message : String(err);
+  const cause = err instanceof ActivityFailure ? err.cause ?? err : err;
+  if (cause instanceof ApplicationFailure) return `${cause.type ?? 'error'}: ${cause.message}`;
+  return cause instanceof Error ? cause.message : String(cause);
 }

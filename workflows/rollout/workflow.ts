@@ -1,12 +1,13 @@
-import { log, setHandler } from '@temporalio/workflow';
+import { ContinueAsNew, isCancellation, log, setHandler } from '@temporalio/workflow';
 import { controlActions, controlSignals, controlUpdates, recheckSignal, rolloutQuery, type RolloutInput, type RolloutResult } from '../contract.ts';
 import { Rollout } from './rollout.ts';
 
 /**
- * One canary rollout, as a child of the Application's workflow: create the canary, walk the steps while health
- * gates run on durable timers, then promote; or, on an abort, failed gates or the deadline, compensate: every
- * change to the cluster registered its undo right after it succeeded, and the undos run in reverse, shielded from
- * cancellation, each verified by reading the VirtualService back. docs/architecture.md tells the whole path.
+ * One canary rollout: create the canary, walk the steps while health gates run on durable timers, then promote; or,
+ * on an abort, failed gates or the deadline, compensate: every change to the cluster registered its undo right
+ * after it succeeded, and the undos run in reverse, shielded from cancellation, each verified by reading the
+ * VirtualService back. It continues as new wherever it waits, carrying its whole state, so it can wait for weeks;
+ * a run takes the story up at the position the last one carried. docs/architecture.md tells the whole path.
  */
 export async function canaryRolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
   const rollout = new Rollout(input);
@@ -24,15 +25,35 @@ export async function canaryRolloutWorkflow(input: RolloutInput): Promise<Rollou
   setHandler(recheckSignal, ({ object }) => rollout.recheckNow(object));
   setHandler(rolloutQuery, () => rollout.snapshot());
 
+  let result: RolloutResult;
   try {
-    await rollout.start();
-    for (const [index, step] of input.plan.steps.entries()) {
+    result = await story(rollout, input);
+  } catch (err) {
+    if (err instanceof ContinueAsNew) throw err;
+    result = await rollout.compensate(err);
+    // A cancelled rollout (someone cancelled its workflow) is compensated, then the cancellation goes on.
+    if (isCancellation(err)) {
+      await rollout.report(result);
+      throw err;
+    }
+  }
+  await rollout.report(result);
+  return result;
+}
+
+/** The rollout from wherever it stands: the canary, the steps (each possibly held), the promotion. */
+async function story(rollout: Rollout, input: RolloutInput): Promise<RolloutResult> {
+  await rollout.start();
+  if (rollout.position.at === 'compensate') return rollout.compensate();
+  if (rollout.position.at !== 'promote') {
+    const from = rollout.position;
+    const first = from.at === 'steps' ? from.step : 0;
+    const steps = input.plan.steps;
+    for (let index = first; index < steps.length; index++) {
       if (rollout.promoteRequested) break;
-      await rollout.runStep(index, step);
+      if (!(from.at === 'steps' && index === from.step && from.done)) await rollout.runStep(index, steps[index]!);
       await rollout.holdWhilePaused(index + 1);
     }
-    return await rollout.promote();
-  } catch (err) {
-    return await rollout.compensate(err);
   }
+  return rollout.promote();
 }
