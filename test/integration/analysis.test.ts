@@ -64,25 +64,26 @@ describe('canary analysis on the real Prometheus', () => {
     }, { timeoutMs: 30_000, intervalMs: 1000 });
     exporter.set(s.ns, 'q-stopped-canary', { ...healthy, rps: 0 });
     const rate = (codes: string) => `sum(rate(istio_requests_total{destination_workload_namespace="{{namespace}}", destination_workload="{{canaryWorkload}}"${codes}}[{{interval}}]))`;
-    const nan = { name: 'errors-per-request', query: `${rate(', response_code=~"5.."')} / ${rate('')}`, thresholdRange: { max: 0.01 } };
-    const inf = { name: 'requests-per-error', query: `${rate('')} / ${rate(', response_code=~"5.."')}`, thresholdRange: { min: 100 } };
+    // Queries of one's own: a success ratio is 0/0 without requests, and anything over their rate is x/0.
+    const ratio = { name: 'success-ratio', query: `${rate(', response_code!~"5.."')} / ${rate('')}`, thresholdRange: { min: 0.99 } };
+    const perRequest = { name: 'one-per-request', query: `1 / ${rate('')}`, thresholdRange: { min: 100 } };
     const stopped = await eventually('no requests in the last 5s', async () => {
-      const r = await analyse('q-stopped', successRate, latency, { ...nan, query: `${rate('')} / ${rate('')}` }, { ...inf, query: `1 / ${rate('')}` });
+      const r = await analyse('q-stopped', successRate, latency, ratio, perRequest);
       return r['success-rate']!.result === 'inconclusive' ? r : undefined;
     }, { timeoutMs: 30_000, intervalMs: 1000 });
     assert.match(stopped['success-rate']!.message, noRequests);
     assert.match(stopped['latency']!.message, noRequests);
-    assert.equal(stopped['errors-per-request']!.result, 'inconclusive', 'NaN (0/0) is no pass');
-    assert.match(stopped['errors-per-request']!.message, /^the query returned NaN, not a number \(a 0\/0/);
-    assert.equal(stopped['requests-per-error']!.result, 'pass', '+Inf is over any minimum');
-    assert.equal(stopped['requests-per-error']!.message, '+Inf (a division by zero) is within the minimum 100');
+    assert.equal(stopped['success-ratio']!.result, 'inconclusive', 'NaN (0/0) is no pass');
+    assert.match(stopped['success-ratio']!.message, /^the query returned NaN, not a number \(a 0\/0.*\): neither a pass nor a fail$/);
+    assert.equal(stopped['one-per-request']!.result, 'pass', '+Inf is over every minimum');
+    assert.equal(stopped['one-per-request']!.message, '+Inf (a division by zero) is within the minimum 100');
 
     // Never a request: Istio has no series for the workload at all (while it has the stopped one's, just asked).
-    const idle = await analyse('q-idle', successRate, latency, nan);
+    const idle = await analyse('q-idle', successRate, latency, ratio);
     assert.equal(idle['success-rate']!.result, 'inconclusive');
     assert.match(idle['success-rate']!.message, noRequests);
     assert.match(idle['latency']!.message, noRequests);
-    assert.equal(idle['errors-per-request']!.message, 'no data: the query matched no series', 'a query of its own gets no guess why');
+    assert.equal(idle['success-ratio']!.message, 'no data: the query matched no series', 'a query of its own gets no guess why');
   });
 
   it('requests without durations (the histogram has no buckets for the canary): the latency is inconclusive and says so, not "no requests"', async () => {
