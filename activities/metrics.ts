@@ -1,7 +1,7 @@
 // Asks Prometheus for the canary's metrics: each query sent as written in the plan, each answer a value or the
 // reason there is none. The verdict is the workflow's (workflows/rollout/analysis.ts); here only facts.
 import type { ActivityDeps } from './deps.ts';
-import type { MetricsInput, MetricValue } from './types.ts';
+import type { MetricsInput, MetricValue, NonFiniteSample } from './types.ts';
 
 interface QueryResponse {
   status: 'success' | 'error';
@@ -11,7 +11,7 @@ interface QueryResponse {
 }
 
 /** Queries Prometheus (the Application's own, else the operator's) for each metric; never throws for an answer it cannot use. */
-export async function queryMetrics(deps: ActivityDeps, input: MetricsInput): Promise<MetricValue[]> {
+export async function queryMetrics(deps: Pick<ActivityDeps, 'prometheusAddress'>, input: MetricsInput): Promise<MetricValue[]> {
   const address = input.address ?? deps.prometheusAddress;
   if (!address) {
     return input.queries.map((q) => ({ name: q.name, value: null, error: 'no Prometheus to ask: set the operator\'s --prometheus-address or analysis.prometheusAddress' }));
@@ -19,8 +19,8 @@ export async function queryMetrics(deps: ActivityDeps, input: MetricsInput): Pro
   return Promise.all(input.queries.map(async (q) => ({ name: q.name, ...(await instantQuery(address, q.query)) })));
 }
 
-/** One instant query: its single value, or why there is none. */
-async function instantQuery(address: string, query: string): Promise<{ value: number | null; error?: string }> {
+/** One instant query: its single value, or what came instead. */
+async function instantQuery(address: string, query: string): Promise<Omit<MetricValue, 'name'>> {
   let body: QueryResponse;
   try {
     const res = await fetch(`${address.replace(/\/$/, '')}/api/v1/query?${new URLSearchParams({ query }).toString()}`, { signal: AbortSignal.timeout(10_000) });
@@ -38,17 +38,20 @@ async function instantQuery(address: string, query: string): Promise<{ value: nu
   return valueOf(body.data);
 }
 
-/** The one number an instant query answered: a scalar, or a vector of exactly one sample. */
-export function valueOf(data: QueryResponse['data']): { value: number | null; error?: string } {
-  let raw: string | undefined;
+const nonFiniteSamples: readonly string[] = ['NaN', '+Inf', '-Inf'] satisfies NonFiniteSample[];
+
+/** What an instant query answered: a scalar or a vector of exactly one sample, a number or not; or no series. */
+export function valueOf(data: QueryResponse['data']): Omit<MetricValue, 'name'> {
+  let raw: string;
   if (data?.resultType === 'scalar') raw = (data.result as [number, string])[1];
   else if (data?.resultType === 'vector') {
     const series = data.result as { value: [number, string] }[];
-    if (series.length === 0) return { value: null, error: 'no data: the query matched no series (no requests to the canary yet?)' };
+    if (series.length === 0) return { value: null, noSeries: true };
     if (series.length > 1) return { value: null, error: `the query returned ${series.length} series; it must return one value (aggregate it, e.g. with sum())` };
     raw = series[0]!.value[1];
   } else return { value: null, error: `the query returned a ${data?.resultType ?? 'missing'} result; it must return one value` };
+  if (nonFiniteSamples.includes(raw)) return { value: null, nonFinite: raw as NonFiniteSample };
   const value = Number(raw);
-  if (!Number.isFinite(value)) return { value: null, error: `no data: the query returned ${raw} (no requests in the interval?)` };
+  if (!Number.isFinite(value)) return { value: null, error: `the query returned ${JSON.stringify(raw)}, which is no number` };
   return { value };
 }

@@ -100,10 +100,19 @@ export interface MetricsInput extends CanaryRef {
   queries: { name: string; query: string }[];
 }
 
-/** One query's answer: a value, or why there is none (no data, an error, Prometheus unreachable). */
+/** Samples Prometheus writes that are no finite number: 0/0, and a division of anything else by 0. */
+export type NonFiniteSample = 'NaN' | '+Inf' | '-Inf';
+
+/** One query's answer: a finite value, or what came instead (no series, a sample that is no finite number, an error). */
 export interface MetricValue {
   name: string;
+  /** The finite number the query answered; null otherwise. */
   value: number | null;
+  /** The query answered an empty result: it matched no series. */
+  noSeries?: boolean;
+  /** The query answered a sample that is no finite number (JSON carries no NaN or Infinity, so as Prometheus wrote it). */
+  nonFinite?: NonFiniteSample;
+  /** Why there is no answer to judge: Prometheus unreachable, the query refused, more than one series. */
   error?: string;
 }
 

@@ -3,9 +3,16 @@
 // operator's analysis queries Prometheus through the built-in templates.
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { queryMetrics } from '../../activities/metrics.ts';
+import type { AnalysisSpec } from '../../api/application.ts';
+import type { AnalysisVerdict } from '../../activities/types.ts';
+import { eventually } from '../../lib/poll.ts';
+import { analysisPlan } from '../../reconcile/analysis.ts';
 import { readRouteWeights } from '../../render/istio.ts';
+import { judge } from '../../workflows/rollout/analysis.ts';
 import { appManifest, applyAsUser, getApp, kube, waitForObject, type Json } from '../../testkit/apps.ts';
 import { assertPromoted, assertSteadyState, finishedRollout, virtualService, waitCanaryPhase } from '../../testkit/canary.ts';
+import { testEnv } from '../../testkit/env.ts';
 import { meshMetricsSuite } from '../fixtures/istio-exporter.ts';
 
 const healthy = { rps: 20, errorRate: 0, latencyMs: 40 };
@@ -20,6 +27,74 @@ const canaryApp = (ns: string, name: string, canary: Json) => appManifest(ns, na
 
 describe('canary analysis on the real Prometheus', () => {
   const { s, exporter } = meshMetricsSuite('analysis', { routes: true });
+
+  /**
+   * One analysis of the canary of Application `app` as the operator runs it, minus the workflow: the plan's queries
+   * written out (templates or `query`), sent to the stack's Prometheus by the activity, each answer judged.
+   */
+  async function analyse(app: string, ...ms: Omit<AnalysisSpec['metrics'][number], 'failureLimit' | 'inconclusiveLimit' | 'dryRun'>[]): Promise<Record<string, AnalysisVerdict>> {
+    const plan = analysisPlan({ interval: '5s', metrics: ms.map((m) => ({ failureLimit: 1, inconclusiveLimit: 1, dryRun: false, ...m })) }, { namespace: s.ns, name: app, canaryVersion: 'v2' });
+    const answers = await queryMetrics({}, { namespace: s.ns, name: app, address: (await testEnv()).prometheusUrl, queries: plan.metrics });
+    return Object.fromEntries(plan.metrics.map((m) => [m.name, judge(m, answers.find((a) => a.name === m.name)!, new Date().toISOString(), 20)]));
+  }
+  const successRate = { name: 'success-rate', template: 'request-success-rate', thresholdRange: { min: 99 } } as const;
+  const latency = { name: 'latency', template: 'request-duration', thresholdRange: { max: 500 } } as const;
+  const noRequests = /^no data: no request reached the canary in the interval$/;
+
+  it('each template on a canary that fails every request (Istio has no 200 series for it) answers a number: a success rate of 0, a fail, and the failed requests\' p99', async () => {
+    exporter.set(s.ns, 'q-failing-canary', { ...healthy, errorRate: 1 });
+    const v = await eventually('both templates answering a number', async () => {
+      const r = await analyse('q-failing', successRate, latency);
+      if (r['success-rate']!.result === 'inconclusive' || r['latency']!.result === 'inconclusive') throw new Error(JSON.stringify(r));
+      return r;
+    }, { timeoutMs: 30_000, intervalMs: 1000 });
+    assert.equal(v['success-rate']!.value, 0);
+    assert.equal(v['success-rate']!.result, 'fail');
+    assert.equal(v['success-rate']!.message, '0 is below the minimum 99');
+    // Every request takes 40 ms: the p99 lies in the bucket (25, 50].
+    assert.ok(v['latency']!.value! > 25 && v['latency']!.value! <= 50, `p99 ${v['latency']!.value}`);
+    assert.equal(v['latency']!.result, 'pass');
+  });
+
+  it('no request at all, or none in the interval: no data from each template, saying that no request reached the canary; a ratio of nothing is NaN and an x/0 is +Inf', async () => {
+    exporter.set(s.ns, 'q-stopped-canary', healthy);
+    await eventually('the canary answering before it stops', async () => {
+      const r = await analyse('q-stopped', successRate, latency);
+      return r['success-rate']!.value === 100 && r['latency']!.result === 'pass' ? r : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 1000 });
+    exporter.set(s.ns, 'q-stopped-canary', { ...healthy, rps: 0 });
+    const rate = (codes: string) => `sum(rate(istio_requests_total{destination_workload_namespace="{{namespace}}", destination_workload="{{canaryWorkload}}"${codes}}[{{interval}}]))`;
+    // Queries of one's own: a success ratio is 0/0 without requests, and anything over their rate is x/0.
+    const ratio = { name: 'success-ratio', query: `${rate(', response_code!~"5.."')} / ${rate('')}`, thresholdRange: { min: 0.99 } };
+    const perRequest = { name: 'one-per-request', query: `1 / ${rate('')}`, thresholdRange: { min: 100 } };
+    const stopped = await eventually('no requests in the last 5s', async () => {
+      const r = await analyse('q-stopped', successRate, latency, ratio, perRequest);
+      return r['success-rate']!.result === 'inconclusive' ? r : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 1000 });
+    assert.match(stopped['success-rate']!.message, noRequests);
+    assert.match(stopped['latency']!.message, noRequests);
+    assert.equal(stopped['success-ratio']!.result, 'inconclusive', 'NaN (0/0) is no pass');
+    assert.match(stopped['success-ratio']!.message, /^the query returned NaN, not a number \(a 0\/0.*\): neither a pass nor a fail$/);
+    assert.equal(stopped['one-per-request']!.result, 'pass', '+Inf is over every minimum');
+    assert.equal(stopped['one-per-request']!.message, '+Inf (a division by zero) is within the minimum 100');
+
+    // Never a request: Istio has no series for the workload at all (while it has the stopped one's, just asked).
+    const idle = await analyse('q-idle', successRate, latency, ratio);
+    assert.equal(idle['success-rate']!.result, 'inconclusive');
+    assert.match(idle['success-rate']!.message, noRequests);
+    assert.match(idle['latency']!.message, noRequests);
+    assert.equal(idle['success-ratio']!.message, 'no data: the query matched no series', 'a query of its own gets no guess why');
+  });
+
+  it('requests without durations (the histogram has no buckets for the canary): the latency is inconclusive and says so, not "no requests"', async () => {
+    exporter.set(s.ns, 'q-untimed-canary', { ...healthy, durations: false });
+    const v = await eventually('the success rate answering', async () => {
+      const r = await analyse('q-untimed', successRate, latency);
+      return r['success-rate']!.value === 100 ? r : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 1000 });
+    assert.equal(v['latency']!.result, 'inconclusive');
+    assert.match(v['latency']!.message, /^NaN: requests reached the canary but Istio reported no durations for them/);
+  });
 
   it('a healthy canary walks its steps on passing analyses and is promoted; the verdicts are in status and in the history', async () => {
     exporter.set(s.ns, 'good-canary', healthy);
@@ -43,10 +118,11 @@ describe('canary analysis on the real Prometheus', () => {
   });
 
   for (const bad of [
-    { name: 'errors', traffic: { ...healthy, errorRate: 0.2 }, verdict: /success-rate 2 times in a row: 80 is below the minimum 95/ },
-    { name: 'slow', traffic: { ...healthy, latencyMs: 800 }, verdict: /latency 2 times in a row: .* is above the maximum 500/ },
+    { name: 'errors', what: '20% 5xx', traffic: { ...healthy, errorRate: 0.2 }, verdict: /success-rate 2 times in a row: 80 is below the minimum 95/ },
+    { name: 'failing', what: '100% 5xx (never held as "no data")', traffic: { ...healthy, errorRate: 1 }, verdict: /success-rate 2 times in a row: 0 is below the minimum 95/ },
+    { name: 'slow', what: 'a p99 over the maximum', traffic: { ...healthy, latencyMs: 800 }, verdict: /latency 2 times in a row: .* is above the maximum 500/ },
   ]) {
-    it(`a canary with ${bad.name === 'errors' ? '20% 5xx' : 'a p99 over the maximum'} is rolled back at its first weighted step; traffic is back on stable and the history shows why`, async () => {
+    it(`a canary with ${bad.what} is rolled back at its first weighted step; traffic is back on stable and the history shows why`, async () => {
       exporter.set(s.ns, `${bad.name}-canary`, bad.traffic);
       await applyAsUser(canaryApp(s.ns, bad.name, { steps: [{ setWeight: 20 }, { setWeight: 50 }, { pause: {} }], analysis: { interval: '3s', metrics } }));
       const app = await waitCanaryPhase(s.ns, bad.name, 'RolledBack', 90_000);

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseApplication } from '../../api/application.ts';
 import { valueOf } from '../../activities/metrics.ts';
+import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
 import { analysisPlan, renderQuery, templates } from '../../reconcile/analysis.ts';
 import { describeRange, judge, tally, type MetricTally } from '../../workflows/rollout/analysis.ts';
 import type { AnalysisMetric } from '../../workflows/rollout/plan.ts';
@@ -15,13 +16,17 @@ describe('query templating', () => {
       'shop/cart v2 stable cart-canary cart [30s]');
   });
   test('an unknown variable is left as written (the CRD refuses it before)', () => assert.equal(renderQuery('{{nope}} {{name}}', vars), '{{nope}} cart'));
-  test('request-success-rate on Istio telemetry for the canary workload', () => {
+  // What these queries answer on real series (a canary failing every request, none reaching it, no histogram) is
+  // proven against the stack's Prometheus in test/integration/analysis.test.ts.
+  const canary = 'reporter="destination", destination_workload_namespace="shop", destination_workload="cart-canary"';
+  const requested = `sum(rate(istio_requests_total{${canary}}[30s])) > 0`;
+  test('request-success-rate on Istio telemetry for the canary workload: 0 when no non-5xx series exists, nothing without requests', () => {
     assert.equal(renderQuery(templates['request-success-rate']!, vars),
-      '100 * sum(rate(istio_requests_total{reporter="destination", destination_workload_namespace="shop", destination_workload="cart-canary", response_code!~"5.."}[30s])) / sum(rate(istio_requests_total{reporter="destination", destination_workload_namespace="shop", destination_workload="cart-canary"}[30s]))');
+      `100 * (sum(rate(istio_requests_total{${canary}, response_code!~"5.."}[30s])) or vector(0)) / (${requested})`);
   });
-  test('request-duration: p99 from the duration histogram', () => {
+  test('request-duration: p99 from the duration histogram, only while requests reach the canary, NaN when they do but no durations were reported', () => {
     assert.equal(renderQuery(templates['request-duration']!, vars),
-      'histogram_quantile(0.99, sum(rate(istio_request_duration_milliseconds_bucket{reporter="destination", destination_workload_namespace="shop", destination_workload="cart-canary"}[30s])) by (le))');
+      `(histogram_quantile(0.99, sum by (le) (rate(istio_request_duration_milliseconds_bucket{${canary}}[30s]))) and on() (${requested})) or on() ((${requested}) * NaN)`);
   });
   test('the plan carries each query written out, the ranges and the limits', () => {
     const parsed = parseApplication({
@@ -52,19 +57,32 @@ describe('query templating', () => {
 const metric = (over: Partial<AnalysisMetric> = {}): AnalysisMetric => ({ name: 'm', query: 'q', range: { min: 99 }, failureLimit: 2, inconclusiveLimit: 3, dryRun: false, ...over });
 
 describe('judge', () => {
-  const cases: { name: string; range: AnalysisMetric['range']; value: number | null; result: string; message: RegExp }[] = [
-    { name: 'inside a minimum', range: { min: 99 }, value: 99.5, result: 'pass', message: /99.5 is within the minimum 99/ },
-    { name: 'at the minimum passes', range: { min: 99 }, value: 99, result: 'pass', message: /within/ },
-    { name: 'below a minimum', range: { min: 99 }, value: 80, result: 'fail', message: /80 is below the minimum 99/ },
-    { name: 'above a maximum', range: { max: 500 }, value: 812.3456, result: 'fail', message: /812.346 is above the maximum 500/ },
-    { name: 'inside a range', range: { min: 1, max: 2 }, value: 1.5, result: 'pass', message: /within the range 1..2/ },
-    { name: 'no value is inconclusive, never a pass', range: { min: 0 }, value: null, result: 'inconclusive', message: /no data/ },
+  const template = { template: 'request-success-rate' };
+  const duration = { template: 'request-duration' };
+  const answer = (a: Partial<MetricValue>): MetricValue => ({ name: 'm', value: null, ...a });
+  const cases: { name: string; metric?: Partial<AnalysisMetric>; answer: MetricValue; result: AnalysisVerdict['result']; value?: number; message: RegExp }[] = [
+    { name: 'inside a minimum', metric: { range: { min: 99 } }, answer: answer({ value: 99.5 }), result: 'pass', value: 99.5, message: /^99.5 is within the minimum 99$/ },
+    { name: 'at the minimum passes', metric: { range: { min: 99 } }, answer: answer({ value: 99 }), result: 'pass', value: 99, message: /within/ },
+    { name: 'below a minimum', metric: { range: { min: 99 } }, answer: answer({ value: 80 }), result: 'fail', value: 80, message: /^80 is below the minimum 99$/ },
+    { name: 'a success rate of 0 (every request failed) is a fail', metric: { ...template, range: { min: 99 } }, answer: answer({ value: 0 }), result: 'fail', value: 0, message: /^0 is below the minimum 99$/ },
+    { name: 'above a maximum', metric: { range: { max: 500 } }, answer: answer({ value: 812.3456 }), result: 'fail', value: 812.3456, message: /^812.346 is above the maximum 500$/ },
+    { name: 'inside a range', metric: { range: { min: 1, max: 2 } }, answer: answer({ value: 1.5 }), result: 'pass', value: 1.5, message: /within the range 1..2/ },
+    { name: 'a template with no series: no request reached the canary', metric: template, answer: answer({ noSeries: true }), result: 'inconclusive', message: /^no data: no request reached the canary in the interval$/ },
+    { name: 'a query with no series: no data, and no guess why', answer: answer({ noSeries: true }), result: 'inconclusive', message: /^no data: the query matched no series$/ },
+    { name: 'NaN from a query is no pass, and says so', metric: { range: { min: 0 } }, answer: answer({ nonFinite: 'NaN' }), result: 'inconclusive', message: /^the query returned NaN, not a number \(a 0\/0.*\): neither a pass nor a fail$/ },
+    { name: 'NaN from request-duration: requests without durations', metric: { ...duration, range: { max: 500 } }, answer: answer({ nonFinite: 'NaN' }), result: 'inconclusive', message: /^NaN: requests reached the canary but Istio reported no durations for them/ },
+    { name: '+Inf above a maximum is a fail', metric: { range: { max: 0.01 } }, answer: answer({ nonFinite: '+Inf' }), result: 'fail', message: /^\+Inf \(a division by zero\) is above the maximum 0.01$/ },
+    { name: '+Inf over a minimum is a pass', metric: { range: { min: 50 } }, answer: answer({ nonFinite: '+Inf' }), result: 'pass', message: /^\+Inf \(a division by zero\) is within the minimum 50$/ },
+    { name: '-Inf below a minimum is a fail', metric: { range: { min: 0 } }, answer: answer({ nonFinite: '-Inf' }), result: 'fail', message: /^-Inf \(a division by zero\) is below the minimum 0$/ },
+    { name: 'an error is inconclusive with the error', answer: answer({ error: 'Prometheus at http://p unreachable: ECONNREFUSED' }), result: 'inconclusive', message: /^Prometheus at http:\/\/p unreachable: ECONNREFUSED$/ },
+    { name: 'an answer recorded before noSeries existed keeps its message', metric: template, answer: answer({ error: 'no data: the query matched no series (no requests to the canary yet?)' }), result: 'inconclusive', message: /^no data: the query matched no series/ },
   ];
   for (const c of cases) {
     test(c.name, () => {
-      const v = judge(metric({ range: c.range }), { name: 'm', value: c.value, ...(c.value === null ? { error: 'no data' } : {}) }, 'T', 20);
+      const v = judge(metric(c.metric), c.answer, 'T', 20);
       assert.equal(v.result, c.result);
       assert.match(v.message, c.message);
+      assert.equal(v.value, c.value, 'only a finite value is recorded (status and history are JSON)');
       assert.equal(v.weight, 20);
       assert.equal(v.query, 'q');
     });
@@ -111,19 +129,25 @@ describe('tally', () => {
 });
 
 describe('valueOf: one number from an instant query', () => {
-  const cases: { name: string; data: any; value: number | null; error?: RegExp }[] = [
-    { name: 'one sample', data: { resultType: 'vector', result: [{ metric: {}, value: [1, '99.5'] }] }, value: 99.5 },
-    { name: 'a scalar', data: { resultType: 'scalar', result: [1, '3'] }, value: 3 },
-    { name: 'no series: no data', data: { resultType: 'vector', result: [] }, value: null, error: /no data/ },
-    { name: 'NaN (0/0): no data', data: { resultType: 'vector', result: [{ metric: {}, value: [1, 'NaN'] }] }, value: null, error: /no data.*NaN/ },
-    { name: 'two series: it must return one', data: { resultType: 'vector', result: [{ value: [1, '1'] }, { value: [1, '2'] }] }, value: null, error: /2 series/ },
-    { name: 'a matrix', data: { resultType: 'matrix', result: [] }, value: null, error: /matrix/ },
+  const vector = (...values: string[]) => ({ resultType: 'vector', result: values.map((v) => ({ metric: {}, value: [1, v] })) });
+  const cases: { name: string; data: any; answer: Omit<MetricValue, 'name' | 'error'>; error?: RegExp }[] = [
+    { name: 'one sample', data: vector('99.5'), answer: { value: 99.5 } },
+    { name: 'zero is a value', data: vector('0'), answer: { value: 0 } },
+    { name: 'a scalar', data: { resultType: 'scalar', result: [1, '3'] }, answer: { value: 3 } },
+    { name: 'no series', data: vector(), answer: { value: null, noSeries: true } },
+    { name: 'NaN (0/0), as Prometheus writes it', data: vector('NaN'), answer: { value: null, nonFinite: 'NaN' } },
+    { name: '+Inf (x/0)', data: vector('+Inf'), answer: { value: null, nonFinite: '+Inf' } },
+    { name: '-Inf', data: { resultType: 'scalar', result: [1, '-Inf'] }, answer: { value: null, nonFinite: '-Inf' } },
+    { name: 'two series: it must return one', data: vector('1', '2'), answer: { value: null }, error: /2 series/ },
+    { name: 'a matrix', data: { resultType: 'matrix', result: [] }, answer: { value: null }, error: /matrix/ },
+    { name: 'a sample that is no number at all', data: vector('x'), answer: { value: null }, error: /"x", which is no number/ },
   ];
   for (const c of cases) {
     test(c.name, () => {
-      const r = valueOf(c.data);
-      assert.equal(r.value, c.value);
-      if (c.error) assert.match(r.error ?? '', c.error);
+      const { error, ...r } = valueOf(c.data);
+      assert.deepEqual(r, c.answer);
+      if (c.error) assert.match(error ?? '', c.error);
+      else assert.equal(error, undefined);
     });
   }
 });

@@ -6,17 +6,42 @@ import type { AnalysisMetric } from './plan.ts';
 /** How many verdicts the rollout keeps (status, the query, the UI). */
 export const keptVerdicts = 10;
 
-/** Judges one answer: inside the range is a pass, outside a fail, no value (no data, an error) inconclusive, never a pass. */
+/**
+ * Judges one answer: inside the range is a pass, outside a fail, and an infinity (a division by zero) is compared like
+ * any number. Everything else is inconclusive, never a pass: no series, NaN, an error (see whyNoValue).
+ */
 export function judge(metric: AnalysisMetric, answer: MetricValue, at: string, weight: number): AnalysisVerdict {
   const base = { metric: metric.name, at, range: metric.range, query: metric.query, weight, ...(metric.dryRun ? { dryRun: true } : {}) };
-  if (answer.value === null) return { ...base, result: 'inconclusive', message: answer.error ?? 'no value' };
+  const value = answer.value ?? infinities[answer.nonFinite ?? ''];
+  if (value === undefined) return { ...base, result: 'inconclusive', message: whyNoValue(metric, answer) };
   const { min, max } = metric.range;
-  const low = min !== undefined && answer.value < min;
-  const high = max !== undefined && answer.value > max;
+  const low = min !== undefined && value < min;
+  const high = max !== undefined && value > max;
   const range = describeRange(metric.range);
-  const value = round(answer.value);
-  if (low || high) return { ...base, result: 'fail', value: answer.value, message: `${value} is ${low ? 'below' : 'above'} ${range}` };
-  return { ...base, result: 'pass', value: answer.value, message: `${value} is within ${range}` };
+  // Status and history are JSON, which has no Infinity: an infinite value is in the message only.
+  const finite = Number.isFinite(value);
+  const shown = finite ? String(round(value)) : `${answer.nonFinite} (a division by zero)`;
+  const recorded = finite ? { value } : {};
+  if (low || high) return { ...base, result: 'fail', ...recorded, message: `${shown} is ${low ? 'below' : 'above'} ${range}` };
+  return { ...base, result: 'pass', ...recorded, message: `${shown} is within ${range}` };
+}
+
+const infinities: Partial<Record<string, number>> = { '+Inf': Infinity, '-Inf': -Infinity };
+
+/**
+ * Why an answer without a number to compare is inconclusive, in words. The built-in templates (reconcile/analysis.ts)
+ * answer no series only when no request reached the canary, so only for them does the message say so; NaN is a 0/0,
+ * which no range contains and no range excludes.
+ */
+export function whyNoValue(metric: AnalysisMetric, answer: MetricValue): string {
+  if (answer.nonFinite === 'NaN') {
+    if (metric.template === 'request-duration') {
+      return 'NaN: requests reached the canary but Istio reported no durations for them (no istio_request_duration_milliseconds buckets); NaN is neither a pass nor a fail';
+    }
+    return 'the query returned NaN, not a number (a 0/0, such as a ratio over an interval without requests, or a quantile of an empty histogram): neither a pass nor a fail';
+  }
+  if (answer.noSeries) return metric.template ? 'no data: no request reached the canary in the interval' : 'no data: the query matched no series';
+  return answer.error ?? 'no value';
 }
 
 /** A range in words: "at least 99", "at most 500", "between 1 and 2". */
