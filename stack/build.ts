@@ -30,9 +30,15 @@ const kwokStageFiles = [
   'pod/general/pod-delete.yaml',
 ];
 
+/** Components built only when asked for, by name: `stack build --with data-plane`, `up --data-plane`, the test runner. */
+export const optionalGroups = ['data-plane'] as const;
+export type OptionalGroup = (typeof optionalGroups)[number];
+
 interface Component {
   name: string;
   outputs: string[];
+  /** Left out unless its group is asked for. */
+  group?: OptionalGroup;
   build(log: Logger): Promise<void>;
 }
 
@@ -74,6 +80,32 @@ async function moduleDir(module: string, version: string, log: Logger): Promise<
   const info = JSON.parse(out) as { Dir?: string; Error?: string };
   if (!info.Dir) throw new Error(`go mod download ${module}@${version}: ${info.Error ?? 'no Dir'}`);
   return info.Dir;
+}
+
+/**
+ * The `replace` and `exclude` directives of a go.mod that a wrapper module requiring it must repeat (they apply only
+ * in the main module), one per line; a replace pointing at a local path is left out, as the wrapper has no such path.
+ */
+export function wrapperDirectives(goMod: string): string[] {
+  const out: string[] = [];
+  let block: 'replace' | 'exclude' | null = null;
+  for (const raw of goMod.split('\n')) {
+    const line = raw.replace(/\/\/.*$/, '').trim();
+    if (!line) continue;
+    if (block) {
+      if (line === ')') block = null;
+      else out.push(`${block} ${line}`);
+      continue;
+    }
+    const m = /^(replace|exclude)\s*(\(|.+)$/.exec(line);
+    if (!m) continue;
+    if (m[2] === '(') block = m[1] as 'replace' | 'exclude';
+    else out.push(`${m[1]} ${m[2]!.trim()}`);
+  }
+  return out.filter((d) => {
+    const target = d.startsWith('replace ') ? d.split('=>')[1]?.trim() ?? '' : '';
+    return !/^(\.{1,2}\/|\/)/.test(target);
+  });
 }
 
 /** `go install pkg@version` into a staging folder renamed to outDir once complete, so a killed build never looks cached. */
@@ -187,16 +219,76 @@ function components(): Component[] {
         await goInstall(`helm.sh/helm/v4/cmd/helm@${versions.helm}`, dirname(paths.helm), ldflags, log);
       },
     },
+    {
+      name: `traefik ${versions.traefik} (the data plane's proxy, Kubernetes Gateway provider)`,
+      outputs: [paths.traefik],
+      group: 'data-plane',
+      async build(log) {
+        // `go install` refuses a module with replace directives, hence a wrapper module repeating them.
+        const src = join(root, 'src', `traefik-${versions.traefik}`);
+        await rm(src, { recursive: true, force: true });
+        await mkdir(src, { recursive: true });
+        const module = 'github.com/traefik/traefik/v3';
+        const dir = await moduleDir(module, versions.traefik, log);
+        const goMod = await readFile(join(dir, 'go.mod'), 'utf8');
+        const goLine = /^go .+$/m.exec(goMod)?.[0] ?? 'go 1.25';
+        await writeFile(join(src, 'go.mod'), ['module local/traefik-build', '', goLine, '', ...wrapperDirectives(goMod), ''].join('\n'));
+        await run('go', ['get', `${module}/cmd/traefik@${versions.traefik}`], { cwd: src }, log);
+        const ldflags = `-s -w -X ${module}/pkg/version.Version=${versions.traefik}`;
+        const out = dirname(paths.traefik);
+        const staging = `${out}.tmp`;
+        await rm(staging, { recursive: true, force: true });
+        await mkdir(staging, { recursive: true });
+        await run('go', ['build', '-ldflags', ldflags, '-o', join(staging, 'traefik'), `${module}/cmd/traefik`], { cwd: src }, log);
+        await rm(out, { recursive: true, force: true });
+        await rename(staging, out);
+      },
+    },
+    {
+      name: `Traefik CRDs ${versions.traefik} (TraefikService and the rest of traefik.io)`,
+      outputs: [paths.traefikCrds],
+      group: 'data-plane',
+      async build(log) {
+        const dir = await moduleDir('github.com/traefik/traefik/v3', versions.traefik, log);
+        const file = join(dir, 'docs', 'content', 'reference', 'dynamic-configuration', 'kubernetes-crd-definition-v1.yml');
+        const docs = parseAllDocuments(await readFile(file, 'utf8')).filter((d) => d.contents !== null);
+        if (!docs.some((d) => d.getIn(['spec', 'names', 'kind']) === 'TraefikService')) throw new Error(`${file} holds no TraefikService CRD`);
+        await mkdir(dirname(paths.traefikCrds), { recursive: true });
+        await writeFile(`${paths.traefikCrds}.tmp`, docs.map((d) => d.toString()).join('---\n'));
+        await rename(`${paths.traefikCrds}.tmp`, paths.traefikCrds);
+      },
+    },
+    {
+      name: `Gateway API standard-channel CRDs from sigs.k8s.io/gateway-api ${versions.gatewayApi}`,
+      outputs: [paths.gatewayApiCrds],
+      group: 'data-plane',
+      async build(log) {
+        const dir = join(await moduleDir('sigs.k8s.io/gateway-api', versions.gatewayApi, log), 'config', 'crd', 'standard');
+        const files = (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort();
+        const docs = [];
+        for (const f of files) docs.push(...parseAllDocuments(await readFile(join(dir, f), 'utf8')).filter((d) => d.contents !== null));
+        const kinds = new Set(docs.map((d) => String(d.getIn(['spec', 'names', 'kind']))));
+        for (const kind of ['GatewayClass', 'Gateway', 'HTTPRoute']) if (!kinds.has(kind)) throw new Error(`${dir} holds no ${kind} CRD`);
+        await mkdir(dirname(paths.gatewayApiCrds), { recursive: true });
+        await writeFile(`${paths.gatewayApiCrds}.tmp`, docs.map((d) => d.toString()).join('---\n'));
+        await rename(`${paths.gatewayApiCrds}.tmp`, paths.gatewayApiCrds);
+      },
+    },
   ];
 }
 
+/** The components a build or a start needs: every one outside a group, and those of the groups asked for. */
+function wanted(groups: readonly OptionalGroup[] = []): Component[] {
+  return components().filter((c) => !c.group || groups.includes(c.group));
+}
+
 /** Builds every missing stack component into the cache, printing progress and timings; throws naming the one that failed. */
-export async function buildAll(opts: { force?: boolean; print?: (line: string) => void } = {}): Promise<void> {
+export async function buildAll(opts: { force?: boolean; with?: readonly OptionalGroup[]; print?: (line: string) => void } = {}): Promise<void> {
   const print = opts.print ?? ((line: string) => console.log(line));
   const root = cacheRoot();
   await mkdir(join(root, 'logs'), { recursive: true });
   const started = Date.now();
-  for (const c of components()) {
+  for (const c of wanted(opts.with)) {
     const present = (await Promise.all(c.outputs.map(exists))).every(Boolean);
     if (present && !opts.force) {
       print(`  cached   ${c.name}`);
@@ -220,12 +312,13 @@ export async function buildAll(opts: { force?: boolean; print?: (line: string) =
 }
 
 /** Throws with the command to run when some artifact is missing. */
-export async function assertBuilt(): Promise<void> {
+export async function assertBuilt(groups: readonly OptionalGroup[] = []): Promise<void> {
   const missing: string[] = [];
-  for (const c of components()) {
+  for (const c of wanted(groups)) {
     for (const o of c.outputs) if (!(await exists(o))) missing.push(o);
   }
-  if (missing.length) throw new Error(`local stack is not built (missing ${missing.join(', ')}); run: npm run stack -- build`);
+  const flags = groups.map((g) => ` --with ${g}`).join('');
+  if (missing.length) throw new Error(`local stack is not built (missing ${missing.join(', ')}); run: npm run stack -- build${flags}`);
 }
 
 /** Lists the files of the kwok stage folder. */

@@ -1,8 +1,10 @@
 import { Command } from 'commander';
 import { resolve } from 'node:path';
-import { buildAll } from './build.ts';
+import { buildAll, optionalGroups, type OptionalGroup } from './build.ts';
 import { demo, demoOperatorStatus, stopDemoOperator } from './demo.ts';
+import { dataPlaneStatus } from './dataplane.ts';
 import { down, envLines, readStack, status, up } from './stack.ts';
+import { runTraffic } from './traffic.ts';
 
 const defaultStateDir = process.env['STACK_STATE_DIR'] ?? resolve(import.meta.dirname, '..', '.state', 'stack');
 
@@ -12,11 +14,18 @@ const program = new Command('stack')
 
 const stateDir = () => program.opts<{ stateDir: string }>().stateDir;
 
+/** Collects repeated `--with <group>` options, refusing a group that does not exist. */
+function groupOption(value: string, previous: OptionalGroup[]): OptionalGroup[] {
+  if (!(optionalGroups as readonly string[]).includes(value)) throw new Error(`--with ${value}: expected one of ${optionalGroups.join(', ')}`);
+  return [...previous, value as OptionalGroup];
+}
+
 program.command('build')
   .description('build every server from its Go module into the cache (reuses what is cached)')
   .option('--force', 'rebuild even what is cached')
-  .action(async (o: { force?: boolean }) => {
-    await buildAll({ force: o.force ?? false });
+  .option('--with <group>', `also build an optional group (${optionalGroups.join(', ')}: Traefik and the Gateway API CRDs); repeatable`, groupOption, [])
+  .action(async (o: { force?: boolean; with: OptionalGroup[] }) => {
+    await buildAll({ force: o.force ?? false, with: o.with });
   });
 
 program.command('up')
@@ -25,11 +34,17 @@ program.command('up')
   .option('--headless', 'do not serve the Temporal UI')
   .option('--pod-delay-ms <ms>', 'kwok delay per pod transition', (v) => Number.parseInt(v, 10), 300)
   .option('--codec-endpoint <url>', 'point the Temporal UI at this codec server (application-operator codec-server), kept until changed; \'\' for none')
-  .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number; codecEndpoint?: string }) => {
-    await buildAll();
-    const info = await up({ stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs, ...(o.codecEndpoint !== undefined ? { codecEndpoint: o.codecEndpoint } : {}) });
+  .option('--data-plane', 'create the stack with its data plane: Traefik serving a Gateway, and pods that answer HTTP (builds Traefik once, ~13 CPU-minutes)')
+  .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number; codecEndpoint?: string; dataPlane?: boolean }) => {
+    const existing = await readStack(stateDir());
+    await buildAll({ with: o.dataPlane || existing?.dataPlane ? ['data-plane'] : [] });
+    const info = await up({
+      stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs, dataPlane: o.dataPlane ?? false,
+      ...(o.codecEndpoint !== undefined ? { codecEndpoint: o.codecEndpoint } : {}),
+    });
     const codec = info.codecEndpoint ? ` (codec server ${info.codecEndpoint})` : '';
-    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}${codec}\nPrometheus: ${info.prometheusUrl}`);
+    const gateway = info.dataPlane ? `\nGateway ${info.dataPlane.gateway.namespace}/${info.dataPlane.gateway.name}: ${info.dataPlane.gatewayUrl}` : '';
+    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}${codec}\nPrometheus: ${info.prometheusUrl}${gateway}`);
   });
 
 program.command('down')
@@ -53,10 +68,13 @@ program.command('status')
     const line = (name: string, running: boolean, pid: number | undefined, ports: number[]) =>
       console.log(`${name.padEnd(24)} ${(running ? 'running' : 'stopped').padEnd(8)} pid ${String(pid ?? '-').padEnd(8)} ports ${ports.join(',') || '-'}`);
     for (const r of rows) line(r.name, r.running, r.pid, r.ports);
+    const info = await readStack(stateDir());
+    const dataPlane = info ? dataPlaneStatus(info) : [];
+    for (const r of dataPlane) line(r.name, r.running, r.pid, r.ports);
     // The operator `npm run demo` started, if any (not a server of the stack: its state does not decide the exit code).
     const op = await demoOperatorStatus(stateDir());
     if (op.pid) line('operator (demo)', op.running, op.pid, [op.port]);
-    if (rows.some((r) => !r.running)) process.exitCode = 1;
+    if ([...rows, ...dataPlane].some((r) => !r.running)) process.exitCode = 1;
   });
 
 program.command('demo')
@@ -71,6 +89,41 @@ program.command('env')
     const info = await readStack(stateDir());
     if (!info) throw new Error(`no stack in ${stateDir()}; run: npm run stack -- up`);
     console.log(envLines(info));
+  });
+
+/** Collects repeated `--header k=v` options. */
+function headerOption(value: string, previous: Record<string, string>): Record<string, string> {
+  const eq = value.indexOf('=');
+  if (eq <= 0) throw new Error(`--header ${value}: expected name=value`);
+  return { ...previous, [value.slice(0, eq).trim()]: value.slice(eq + 1) };
+}
+
+function positiveNumber(flag: string) {
+  return (value: string) => {
+    const n = Number(value);
+    if (!(n > 0)) throw new Error(`${flag} ${value}: expected a number above 0`);
+    return n;
+  };
+}
+
+program.command('traffic <app>')
+  .description('send requests through the data plane\'s proxy to an app (addressed as its HTTPRoute says) and print, every second, the share each version answered, the error rate and latency')
+  .option('-n, --namespace <ns>', 'the app\'s namespace', 'default')
+  .requiredOption('--rps <n>', 'requests per second', positiveNumber('--rps'))
+  .option('--duration <seconds>', 'stop after this long (default: until Ctrl-C)', positiveNumber('--duration'))
+  .option('--header <name=value>', 'a request header (e.g. one a header route matches); repeatable', headerOption, {})
+  .option('--host <host>', 'the Host header, instead of the HTTPRoute\'s hostname')
+  .option('--path <path>', 'the path, instead of the HTTPRoute\'s')
+  .action(async (app: string, o: { namespace: string; rps: number; duration?: number; header: Record<string, string>; host?: string; path?: string }) => {
+    const info = await readStack(stateDir());
+    if (!info) throw new Error(`no stack in ${stateDir()}; run: npm run stack -- up --data-plane`);
+    const summary = await runTraffic(info, {
+      app, namespace: o.namespace, rps: o.rps, headers: o.header,
+      ...(o.duration !== undefined ? { durationSeconds: o.duration } : {}),
+      ...(o.host !== undefined ? { host: o.host } : {}),
+      ...(o.path !== undefined ? { path: o.path } : {}),
+    }, (l) => console.log(l));
+    if (summary.total === 0) process.exitCode = 1;
   });
 
 program.parseAsync().catch((err: unknown) => {

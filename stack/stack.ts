@@ -8,6 +8,8 @@ import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { searchAttributeFlags } from '../workflows/search-attributes.ts';
 import { assertBuilt } from './build.ts';
+import { addDataPlane, assertDataPlaneChoice, dataPlaneEnvLines, ensurePodNetwork, nodePodCapacity, startDataPlane, stopDataPlane, type DataPlaneInfo } from './dataplane.ts';
+import { podsPerNodeDefault } from './pod-cidr.ts';
 import { ensurePki, type Pki } from './pki.ts';
 import { assertPortFree, freePort } from '../lib/net.ts';
 import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
@@ -54,6 +56,8 @@ export interface StackInfo {
   /** The codec server the Temporal UI sends payloads to, if any (`up --codec-endpoint`). */
   codecEndpoint?: string;
   servers: Record<ServerName, ServerSpec & { pid?: number }>;
+  /** The proxy, pod server and pod network, when the stack was created with them (stack/dataplane.ts). */
+  dataPlane?: DataPlaneInfo;
 }
 
 export interface UpOptions {
@@ -68,11 +72,16 @@ export interface UpOptions {
    * encrypts; '' points it at none again. Left out, the stack keeps what it had (none for a new stack).
    */
   codecEndpoint?: string;
+  /** Create the stack with its data plane (Traefik, the pod server, the pod network); a stack keeps what it was created with. */
+  dataPlane?: boolean;
   print?: (line: string) => void;
 }
 
 /** The image whose pods kwok keeps Running but never Ready (a bad canary in tests and demos). */
 export const unreadyImage = 'registry.invalid/app:unready';
+
+/** Images whose pods answer with errors or late on the data plane (stack/pod-behaviour.ts). */
+export { servingImage, servingImages } from './pod-behaviour.ts';
 
 const stateFile = (stateDir: string) => join(stateDir, 'stack.json');
 
@@ -477,8 +486,8 @@ const storageClassManifest = {
   volumeBindingMode: 'Immediate',
 };
 
-function nodeManifest(i: number) {
-  const capacity = { cpu: '256', memory: '1Ti', pods: '5000' };
+function nodeManifest(i: number, pods: number) {
+  const capacity = { cpu: '256', memory: '1Ti', pods: String(pods) };
   return {
     apiVersion: 'v1', kind: 'Node',
     metadata: {
@@ -493,14 +502,15 @@ function nodeManifest(i: number) {
 /** Brings up the whole local stack (idempotent: servers already running are left alone). */
 export async function up(opts: UpOptions): Promise<StackInfo> {
   const print = opts.print ?? ((l: string) => console.log(l));
-  await assertBuilt();
   const stateDir = resolve(opts.stateDir);
+  const existing = await readStack(stateDir);
+  await assertBuilt(opts.dataPlane || existing?.dataPlane ? ['data-plane'] : []);
   await mkdir(join(stateDir, 'logs'), { recursive: true });
   const a = artifactPaths();
-  const existing = await readStack(stateDir);
   let info: StackInfo;
   if (existing) {
     info = existing;
+    assertDataPlaneChoice(info, opts.dataPlane);
     if (!info.servers.prometheus) await addPrometheus(info);
   } else {
     const ports = await allocatePorts(opts.ports);
@@ -516,19 +526,24 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
       prometheusUrl: `http://127.0.0.1:${ports.prometheus}`,
       servers: serverSpecs(a, pki, stateDir, ports, kubeconfig, headless),
     };
+    if (opts.dataPlane) await addDataPlane(info, { freePorts: opts.ports !== undefined });
     await writeKwokConfig(a, stateDir, opts.podDelayMs ?? 300);
     await saveStack(info);
   }
   if (opts.codecEndpoint !== undefined) await pointUiAtCodecServer(info, opts.codecEndpoint, print);
   await writePrometheusConfig(stateDir, info.ports.prometheus);
   const t0 = Date.now();
+  // The pod network comes first: the proxy must never run while pod addresses are unrouted.
+  await ensurePodNetwork(info, print);
   for (const name of serverNames) await startServer(info, name, print);
 
   const nodes = opts.nodes ?? 2;
-  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i))).join('---\n'));
+  const podsPerNode = info.dataPlane ? nodePodCapacity(info.dataPlane, nodes) : podsPerNodeDefault;
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i, podsPerNode))).join('---\n'));
   await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
   await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(storageClassManifest));
   await installCrds(info);
+  await startDataPlane(info, print);
   print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return info;
 }
@@ -578,6 +593,7 @@ export async function installCrds(info: StackInfo): Promise<void> {
 export async function down(stateDir: string, opts: { purge?: boolean } = {}): Promise<void> {
   const info = await readStack(resolve(stateDir));
   if (!info) return;
+  await stopDataPlane(info);
   // A state file written before a server joined the stack has no entry for it.
   for (const name of [...serverNames].reverse()) if (info.servers[name]) await stopServer(info, name);
   if (opts.purge) await rm(resolve(stateDir), { recursive: true, force: true });
@@ -603,6 +619,7 @@ export function envLines(info: StackInfo): string {
     `export TEMPORAL_UI_URL=${info.temporalUiUrl}`,
     `export PROMETHEUS_ADDRESS=${info.prometheusUrl}`,
     `export STACK_STATE_DIR=${info.stateDir}`,
+    ...dataPlaneEnvLines(info),
     // kubectl, the temporal CLI, helm, and the kubectl-app plugin, so the README's commands work in a fresh shell.
     `export PATH="${toolDirs().join(':')}:$PATH"`,
   ].join('\n');

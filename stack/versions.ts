@@ -12,6 +12,10 @@ export const versions = {
   // Prometheus 3.x is published as Go module versions v0.3xx.y: v0.316.0 is Prometheus 3.16.0.
   prometheus: 'v0.316.0',
   helm: 'v4.3.1',
+  // The data plane (built only when asked: `stack build --with data-plane`, `up --data-plane`, and `npm test`).
+  traefik: 'v3.6.12',
+  // v1.7.0 needs Go >= 1.27; v1.6.3 is the newest that builds with the Go this project requires (1.26).
+  gatewayApi: 'v1.6.3',
 } as const;
 
 /** Where built binaries are cached, outside the repo, keyed by version. */
@@ -35,6 +39,9 @@ export function artifactPaths(root = cacheRoot()) {
     istioCrds: join(root, `istio-api-${versions.istioApi}`, 'networking-crds.yaml'),
     prometheus: join(root, `prometheus-${versions.prometheus}`, 'prometheus'),
     helm: join(root, `helm-${versions.helm}`, 'helm'),
+    traefik: join(root, `traefik-${versions.traefik}`, 'traefik'),
+    traefikCrds: join(root, `traefik-crds-${versions.traefik}`, 'crds.yaml'),
+    gatewayApiCrds: join(root, `gateway-api-${versions.gatewayApi}`, 'standard-crds.yaml'),
   };
 }
 

@@ -28,6 +28,8 @@ async function main(): Promise<number> {
       stack = await startRunStack({
         prefix: 'app-operator-test', workflowsPath: join(root, 'test', 'fixtures', 'bundle.ts'),
         reuse: process.env['STACK_STATE_DIR'], keep: Boolean(process.env['KEEP_STACK']),
+        // The traffic tests send real requests through the proxy to the pods (test/integration/dataplane.test.ts).
+        dataPlane: true,
       });
       Object.assign(env, stack.env);
     }

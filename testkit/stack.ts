@@ -28,6 +28,8 @@ export interface RunStackOptions {
   reuse?: string | undefined;
   nodes?: number;
   podDelayMs?: number;
+  /** Start the data plane (Traefik, the pod server, the pod network), building it first if needed. */
+  dataPlane?: boolean;
   /** Leave an owned stack running at stop() (its folder is printed). */
   keep?: boolean;
   /** Told the new stack's state folder before its servers start, so a caller can tear a half-started stack down (Ctrl-C). */
@@ -49,12 +51,12 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     print(`reusing the stack in ${opts.reuse}`);
     info = found;
   } else {
-    await buildAll({ print });
+    await buildAll({ print, with: opts.dataPlane ? ['data-plane'] : [] });
     const stateDir = await mkdtemp(join(tmpdir(), `${opts.prefix}-`));
     print(`starting a stack for this run in ${stateDir}`);
     opts.onStateDir?.(stateDir);
     try {
-      info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, print });
+      info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, dataPlane: opts.dataPlane ?? false, print });
     } catch (err) {
       // The servers that did start are not left running behind a failed start.
       await down(stateDir, { purge: true }).catch(() => undefined);
@@ -74,6 +76,7 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     TEMPORAL_NAMESPACE: info.temporalNamespace,
     PROMETHEUS_ADDRESS: info.prometheusUrl,
     WORKFLOW_BUNDLE_PATH: bundlePath,
+    ...(info.dataPlane ? { GATEWAY_URL: info.dataPlane.gatewayUrl, POD_SERVER_URL: info.dataPlane.podServerUrl } : {}),
   };
   return {
     info, owned, bundlePath, env,
