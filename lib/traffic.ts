@@ -132,8 +132,10 @@ export async function sendRequests(target: TrafficTarget, opts: SendOptions): Pr
   const answers: Answer[] = [];
   const inFlight = new Set<Promise<void>>();
   const started = performance.now();
+  // On a schedule the duration counts scheduled starts (rps x duration requests); without one, the time elapsed.
+  const elapsed = (sent: number) => (opts.rps ? (sent * 1000) / opts.rps : performance.now() - started);
   const more = (sent: number) => (opts.count === undefined || sent < opts.count)
-    && (opts.durationMs === undefined || performance.now() - started < opts.durationMs)
+    && (opts.durationMs === undefined || elapsed(sent) < opts.durationMs)
     && !opts.signal?.aborted;
   for (let sent = 0; more(sent); sent++) {
     if (opts.rps) {

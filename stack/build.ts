@@ -245,7 +245,7 @@ function components(): Component[] {
       },
     },
     {
-      name: `Traefik CRDs ${versions.traefik} (TraefikService and the rest of traefik.io)`,
+      name: `traefik-crds ${versions.traefik} (Traefik's CRDs: TraefikService and the rest of traefik.io)`,
       outputs: [paths.traefikCrds],
       group: 'data-plane',
       async build(log) {

@@ -120,12 +120,14 @@ function traefikArgs(apiserverUrl: string, token: string, caCert: string, ports:
     '--ping=true', '--ping.entrypoint=metrics',
     '--metrics.prometheus=true', '--metrics.prometheus.entrypoint=metrics',
     '--metrics.prometheus.addentrypointslabels=true', '--metrics.prometheus.addrouterslabels=true', '--metrics.prometheus.addserviceslabels=true',
+    // Traefik's default buckets (0.1, 0.3, 1.2, 5 s) cannot tell a 20 ms answer from a 90 ms one; a latency gate must.
+    '--metrics.prometheus.buckets=0.005,0.01,0.025,0.05,0.1,0.25,0.5,1,2.5,5,10',
     ...cluster('kubernetesgateway'),
     // The Gateway's status.addresses: where its listener really is.
     '--providers.kubernetesgateway.statusaddress.ip=127.0.0.1',
     // Traefik's own CRDs: HTTPRoutes may name a TraefikService (e.g. a mirroring one) as a backend.
     ...cluster('kubernetescrd'),
-    '--log.level=INFO',
+    '--log.level=INFO', '--log.nocolor=true',
   ];
 }
 

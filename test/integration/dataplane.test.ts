@@ -8,7 +8,7 @@ import { noPod } from '../../lib/traffic.ts';
 import { servingImages } from '../../stack/stack.ts';
 import { query } from '../../testkit/prometheus.ts';
 import { applyAsUser, kubeJson, testNamespace } from '../../testkit/apps.ts';
-import { dataPlane, deployVersion, gatewayParentRef, podRequests, requestsByVersion, sendThroughGateway, waitForVersions } from '../../testkit/dataplane.ts';
+import { dataPlane, deployVersion, gatewayParentRef, podRequests, requestsByVersion, sendThroughGateway, versionService, waitForVersions } from '../../testkit/dataplane.ts';
 import { testEnv } from '../../testkit/env.ts';
 
 type Rule = Record<string, unknown>;
@@ -116,20 +116,28 @@ describe('data plane: requests through Traefik to the pods kwok runs', () => {
     assert.equal(s.errorRate, 1);
   });
 
-  it('gives the stack\'s Prometheus Traefik\'s request counters by service within seconds', async () => {
+  it('gives the stack\'s Prometheus Traefik\'s request counters by Service within seconds', async () => {
+    // A Service of its own, so that its counter holds this test's requests only.
+    await applyAsUser({ ...versionService(ns.name, app, 'stable'), metadata: { name: `${app}-counted`, namespace: ns.name } });
     const host = hostFor('metrics');
-    await route('metrics', host, [{ backendRefs: [backend('stable')] }]);
+    await route('metrics', host, [{ backendRefs: [{ name: `${app}-counted`, port: 80 }] }]);
     await waitForVersions({ host }, ['stable']);
+    const service = `${ns.name}-${app}-counted-http-80@kubernetesgateway`;
+    const dp = await dataPlane();
+    const exposed = await (await fetch(dp.traefikMetricsUrl)).text();
+    const line = exposed.split('\n').find((l) => l.startsWith('traefik_service_requests_total{') && l.includes(`service="${service}"`) && l.includes('code="200"'));
+    assert.ok(line, `Traefik counts requests for ${service}`);
+    const before = Number(line.split(' ').at(-1));
     await sendThroughGateway({ host }, { count: 100, concurrency: 4 });
+    const sent = Date.now();
     const env = await testEnv();
-    const selector = `traefik_service_requests_total{job="traefik",service=~"${ns.name}-${app}-stable-.*"}`;
-    const started = Date.now();
-    const samples = await eventually(`${selector} counts the 100 requests`, async () => {
-      const got = await query(env.prometheusUrl, `sum by (code) (${selector})`);
-      return got.some((s) => s.metric['code'] === '200' && Number(s.value[1]) >= 100) ? got : undefined;
-    }, { timeoutMs: 30_000, intervalMs: 500 });
-    console.log(`Traefik's counters reached Prometheus in ${((Date.now() - started) / 1000).toFixed(1)} s: ${JSON.stringify(samples)}`);
-    const route404 = await kubeJson(['-n', ns.name, 'get', 'httproute.gateway.networking.k8s.io', 'metrics']);
-    assert.ok(route404.status.parents.some((p: any) => p.conditions.some((c: any) => c.type === 'Accepted' && c.status === 'True')), 'Traefik accepted the route');
+    const promql = `sum(traefik_service_requests_total{job="traefik",service="${service}",code="200"})`;
+    await eventually(`${promql} = ${before + 100}`, async () => {
+      const [sample] = await query(env.prometheusUrl, promql);
+      return Number(sample?.value[1]) === before + 100 ? true : undefined;
+    }, { timeoutMs: 15_000, intervalMs: 200 });
+    console.log(`Prometheus had Traefik's count of the 100 requests ${((Date.now() - sent) / 1000).toFixed(1)} s after the last answer`);
+    const accepted = await kubeJson(['-n', ns.name, 'get', 'httproute.gateway.networking.k8s.io', 'metrics']);
+    assert.ok(accepted.status.parents.some((p: any) => p.conditions.some((c: any) => c.type === 'Accepted' && c.status === 'True')), 'Traefik accepted the route');
   });
 });
