@@ -5,7 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { freePort } from '../lib/net.ts';
+import { assertPortFree, freePort } from '../lib/net.ts';
 import { ensurePki } from './pki.ts';
 import { podsPerNode, sliceLayout } from './pod-cidr.ts';
 import { createPodNetwork, podNetworkNames, podNetworkProblem, removePodNetwork, type PodNetwork } from './pod-network.ts';
@@ -253,6 +253,10 @@ async function startDataPlaneServer(info: StackInfo, name: DataPlaneServerName, 
   const dp = info.dataPlane!;
   const spec = dp.servers[name];
   if (running(spec)) return;
+  // A server just stopped may hold its ports for a moment; one we did not start there gets a clear error.
+  for (const port of spec.ports) {
+    await waitFor(`port ${port} free for ${name}`, () => assertPortFree(port, name).then(() => true), { timeoutMs: 15_000 });
+  }
   const t0 = Date.now();
   const pid = startDetached(spec);
   spec.pid = pid;

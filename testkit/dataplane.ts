@@ -43,6 +43,23 @@ export async function requestsByVersion(namespace: string): Promise<Record<strin
 }
 
 /**
+ * Requests per version once the counts have stopped changing for `quietMs`: copies a proxy mirrors arrive after the
+ * answers to the client, so a count read right after a burst may still grow.
+ */
+export async function settledRequestsByVersion(namespace: string, quietMs = 750): Promise<Record<string, number>> {
+  let last = JSON.stringify(await requestsByVersion(namespace));
+  let since = Date.now();
+  return eventually(`request counts in ${namespace} settled`, async () => {
+    const now = JSON.stringify(await requestsByVersion(namespace));
+    if (now !== last) {
+      last = now;
+      since = Date.now();
+    }
+    return Date.now() - since >= quietMs ? JSON.parse(now) as Record<string, number> : undefined;
+  }, { timeoutMs: 30_000, intervalMs: 100 });
+}
+
+/**
  * Waits until requests to `host` are answered by pods of exactly the versions given (each request of a probe round):
  * the proxy learns routes and endpoints a moment after they are written.
  */
