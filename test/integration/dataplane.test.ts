@@ -99,6 +99,10 @@ describe('data plane: requests through Traefik to the pods kwok runs', () => {
     });
     assert.deepEqual(s.byStatus, { 500: 10 }, 'every request of the rule fails at the proxy');
     assert.deepEqual(s.byVersion, { [noPod]: 10 }, 'no pod answered');
+    // The trap: the route's status does not say so.
+    const status = (await kubeJson(['-n', ns.name, 'get', 'httproute.gateway.networking.k8s.io', 'requestmirror'])).status;
+    const conditions = Object.fromEntries(status.parents[0].conditions.map((c: any) => [c.type, c.status]));
+    assert.deepEqual(conditions, { Accepted: 'True', ResolvedRefs: 'True' });
   });
 
   it('passes on the 503s of a canary whose image fails every request', async () => {
