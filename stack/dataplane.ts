@@ -105,7 +105,7 @@ async function freeDataPlanePorts(taken: number[]): Promise<DataPlanePorts> {
 }
 
 /** Traefik's static configuration, as flags. */
-function traefikArgs(apiserverUrl: string, token: string, caCert: string, ports: DataPlanePorts): string[] {
+export function traefikArgs(apiserverUrl: string, token: string, caCert: string, ports: DataPlanePorts): string[] {
   const cluster = (provider: string) => [
     `--providers.${provider}=true`, `--providers.${provider}.endpoint=${apiserverUrl}`,
     // A path: Traefik reads the token from the file (its FileOrContent type).

@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { noPod, assertLoopback, quantile, shareOf, summarize } from '../../lib/traffic.ts';
 import { wrapperDirectives } from '../../stack/build.ts';
-import { withFlag } from '../../stack/dataplane.ts';
+import { assertDataPlaneChoice, traefikArgs, withFlag } from '../../stack/dataplane.ts';
+import type { StackInfo } from '../../stack/stack.ts';
 import { behaviourOf, failsRequest, imageTag, servingImage, servingImages } from '../../stack/pod-behaviour.ts';
 import { freeSlices, overlaps, parseCidr, podPool, podsPerNode, sliceLayout, slicesOf } from '../../stack/pod-cidr.ts';
 import { podNetworkNames } from '../../stack/pod-network.ts';
@@ -101,6 +102,28 @@ describe('pod address slices', () => {
     assert.match(a.netns, /^aop-[0-9a-f]{8}$/);
     assert.ok(a.hostVeth.length <= 15 && a.nsVeth.length <= 15 && a.hostVeth !== a.nsVeth);
     assert.deepEqual(podNetworkNames('/tmp/app-operator-test-abc'), a);
+  });
+
+  test('Traefik listens on 127.0.0.1 only and asks the internet nothing', () => {
+    const args = traefikArgs('https://127.0.0.1:26443', '/state/traefik/token', '/state/pki/ca.crt', { gateway: 28080, traefikMetrics: 28082, podServer: 28090 });
+    const addresses = args.filter((a) => /^--entrypoints\.[^.]+\.address=/.test(a));
+    assert.deepEqual(addresses, ['--entrypoints.web.address=127.0.0.1:28080', '--entrypoints.metrics.address=127.0.0.1:28082']);
+    // Ping and metrics left on their default entrypoint would open :8080 on every interface.
+    assert.ok(args.includes('--ping.entrypoint=metrics') && args.includes('--metrics.prometheus.entrypoint=metrics'));
+    assert.ok(args.includes('--global.checknewversion=false') && args.includes('--global.sendanonymoususage=false'));
+    assert.ok(!args.some((a) => /nativelbbydefault=true|api\.insecure|experimental/i.test(a)));
+    for (const provider of ['kubernetesgateway', 'kubernetescrd']) {
+      assert.ok(args.includes(`--providers.${provider}.endpoint=https://127.0.0.1:26443`), provider);
+      assert.ok(args.includes(`--providers.${provider}.token=/state/traefik/token`), provider);
+    }
+  });
+
+  test('a stack keeps the data plane it was created with, or says how to start afresh with one', () => {
+    const without = { stateDir: '/s' } as StackInfo;
+    assert.throws(() => assertDataPlaneChoice(without, true), /created without the data plane.*down --purge && npm run stack -- up --data-plane/);
+    assert.doesNotThrow(() => assertDataPlaneChoice(without, false));
+    assert.doesNotThrow(() => assertDataPlaneChoice(without, undefined));
+    assert.doesNotThrow(() => assertDataPlaneChoice({ ...without, dataPlane: {} as StackInfo['dataPlane'] }, true));
   });
 
   test('withFlag replaces a flag\'s value or adds it', () => {
