@@ -44,12 +44,19 @@ function withPlan(app: Application, plan: RolloutPlan): Application {
   };
 }
 
-/** Creates the canary Deployment and the DestinationRule's canary subset, with the route at 0% (idempotent). */
+/**
+ * Creates the canary Deployment and the DestinationRule's canary subset (idempotent), and, for a new canary, its
+ * route at 0%: the VirtualService the Application's last pass applied has no canary route yet, and the first gate
+ * check must find what the rollout set.
+ */
 export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = withPlan(await readApp(deps, input), input.plan);
   await deps.kube.apply(renderCanaryDeployment(app) as KubeObject, { fieldManager: FIELD_MANAGER });
   heartbeat('canary deployment applied');
   await deps.kube.apply(renderDestinationRule(app, { canary: true }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+  if (input.route && !reachesCanary(input.route)) {
+    await deps.kube.apply(renderVirtualService(app, { canary: input.route }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+  }
 }
 
 /**

@@ -53,6 +53,8 @@ export interface CanaryRef {
 
 export interface PlanInput extends CanaryRef {
   plan: RolloutPlan;
+  /** prepareCanary: route this to the canary as well (a new canary's 0%); absent leaves the routes as they are. */
+  route?: CanaryRoute;
 }
 
 export interface RouteInput extends CanaryRef {

@@ -161,6 +161,8 @@ export const Reason = {
   AnalysisRecovered: 'AnalysisRecovered',
   RolloutCancelled: 'RolloutCancelled',
   RolloutError: 'RolloutError',
+  /** The rollout put back what a hand edit or a deletion changed (its routes, the canary Deployment or subset). */
+  CanaryRepaired: 'CanaryRepaired',
   /** A rollout whose workflow Temporal lost, taken up again from the Application's status. */
   RolloutRecovered: 'RolloutRecovered',
   /** A rollout whose workflow ended without finishing (terminated, timed out, failed): the Application's workflow rolled it back. */

@@ -157,6 +157,8 @@ export interface RolloutCarry {
   deadline: number;
   /** Undos registered so far, run last first. */
   undos: UndoKind[];
+  /** The message that says what the rollout does (a repair's message gives way to it at the next clean check). */
+  steady?: string;
   /** 1 for the first run of the rollout, +1 for each continue-as-new. */
   run: number;
 }

@@ -239,7 +239,11 @@ export class Rollout {
     } else {
       return;
     }
-    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at ${describeRoute(this.m.route)}`, acts.prepareCanary, { ...this.ref, plan: this.plan });
+    // A new canary starts with its route at 0%, set with it: the routes the Application's last pass applied have no
+    // canary yet. A canary taken up again keeps the routes it has.
+    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at ${describeRoute(this.m.route)}`, acts.prepareCanary, {
+      ...this.ref, plan: this.plan, ...(this.recovered ? {} : { route: noCanaryRoute }),
+    });
     this.m.createdAt = Date.now();
     if (!this.m.undos.includes('removeCanary')) this.m.undos.push('removeCanary');
     if (this.m.position.at === 'start') this.m.position = { at: 'steps', step: 0, done: false };
@@ -470,17 +474,21 @@ export class Rollout {
           : `gate passed: routing ${describeRoute(desired)} to the canary`;
       log.warn(why);
       await this.routeTo(desired);
-      // Status follows the VirtualService at once: it never claims a route the mesh does not have.
-      await this.publish(this.state.phase, why);
+      // Status follows the VirtualService at once: it never claims a route the mesh does not have. A repair says so
+      // in an Event; the message describes the present again at the next clean check.
+      await this.publish(this.state.phase, why, seen.asIntended ? undefined : Reason.CanaryRepaired, 'Warning', { passing: true });
     }
     if (!health.exists || !seen.subset) {
       const what = !health.exists ? 'the canary Deployment is gone' : 'the DestinationRule lost the canary subset';
-      await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`);
+      await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
       await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
       // A new canary starts again: its start-up grace and failure count start over.
       this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
+    } else if (verdict.ok && seen.asIntended && sameRoute(desired, this.m.route) && this.m.steady && this.state.message !== this.m.steady) {
+      // All is as it should be again: the message says what the rollout does, not what it repaired a while ago.
+      await this.publish(this.state.phase, this.m.steady);
     }
   }
 
@@ -589,7 +597,7 @@ export class Rollout {
       return;
     }
     // Status shows the last verdicts.
-    await this.publish(this.state.phase, this.state.message);
+    await this.publish(this.state.phase, this.state.message, undefined, 'Normal', { passing: true });
   }
 
   /**
@@ -622,9 +630,11 @@ export class Rollout {
   }
 
   /** Status everywhere: the CR's status.canary and an Event (an activity), the UI's current details, the history's log. */
-  private async publish(phase: RolloutPhase, message: string, event?: EventReason, type: 'Normal' | 'Warning' = 'Normal'): Promise<void> {
+  private async publish(phase: RolloutPhase, message: string, event?: EventReason, type: 'Normal' | 'Warning' = 'Normal', opts: { passing?: boolean } = {}): Promise<void> {
     this.state.phase = phase;
     this.state.message = message;
+    // What the rollout does; a passing message (a repair) gives way to it again once things are as they should be.
+    if (!opts.passing) this.m.steady = message;
     log.info(`${phase}: ${message}`, { step: this.state.step, weight: this.state.weight });
     this.details();
     const input = { ...this.statusInput(phase, message), ...(event ? { event: { reason: event, message: `canary ${this.plan.version}: ${message}`, type } } : {}) };
