@@ -75,7 +75,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     // During a rollout the children the table marks rolloutOwned belong to the rollout workflow. A workflow that does
     // not know yet whether one is in flight (a fresh run) leaves them to the rollout status names.
     const active = input.rolloutActive ?? inFlight(app);
-    const ours = (c: { child: { rolloutOwned: boolean } }) => !(active && c.child.rolloutOwned);
+    const ours = (c: { child: { rolloutOwned: (a: Application) => boolean } }) => !(active && c.child.rolloutOwned(app));
     const apply = desired.apply.filter(ours).map((c) => c.object);
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;

@@ -25,6 +25,14 @@ export const CANARY_SUBSET = 'canary';
 export const ROUTE_NAME = 'primary';
 
 export const ISTIO_API_VERSION = 'networking.istio.io/v1';
+export const GATEWAY_API_VERSION = 'gateway.networking.k8s.io/v1';
+
+/** The routers a canary's traffic can go through (spec.traffic.router). */
+export const ROUTERS = ['istio', 'gatewayAPI'] as const;
+export type RouterName = (typeof ROUTERS)[number];
+
+/** Suffix of the Services a Gateway API route weights: `<app>-stable` (stable pods only) and `<app>-canary`. */
+export const STABLE_SERVICE_SUFFIX = '-stable';
 
 export const FINALIZER = `${GROUP}/finalizer`;
 export const FIELD_MANAGER = 'application-operator';
@@ -201,7 +209,12 @@ export function childName(app: Named): string {
   return app.metadata.name;
 }
 
-/** Name of the canary Deployment of an Application. */
+/** Name of the canary Deployment of an Application (and of its canary Service, under the Gateway API router). */
 export function canaryName(app: Named): string {
   return `${app.metadata.name}-canary`;
+}
+
+/** Name of the Service that selects only an Application's stable pods (the Gateway API router weights it). */
+export function stableServiceName(app: Named): string {
+  return `${app.metadata.name}${STABLE_SERVICE_SUFFIX}`;
 }

@@ -101,8 +101,14 @@ export class Watcher {
       this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
       this.addInformer(`releases${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: RELEASE_KIND, namespace: ns }), undefined, (type, obj) => this.onRelease(type, obj));
     }
+    // A router's kinds exist only where its CRDs are installed (Istio's, the Gateway API's): the others are not watched.
+    const served = await Promise.all(childKinds.filter((k) => k.watched).map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => true) })));
+    for (const { k } of served.filter((x) => !x.ok)) {
+      this.opts.log.info({ kind: k.kind, apiVersion: k.apiVersion }, `not watching ${k.kind}: this cluster does not serve ${k.apiVersion} ${k.plural} (an Application routed through it is told so in its status)`);
+    }
+    const watchedKinds = served.filter((x) => x.ok).map((x) => x.k);
     for (const ns of scopes) {
-      for (const c of childKinds.filter((k) => k.watched)) {
+      for (const c of watchedKinds) {
         const path = collectionPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: ns });
         // Only a Deployment's status wakes anything; of the other children the metadata is all the watcher reads.
         this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj), !statusMatters(c.kind));

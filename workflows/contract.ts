@@ -4,7 +4,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { RolloutPhase } from '../api/constants.ts';
 import type { AnalysisVerdict, RecoveredRollout } from '../activities/types.ts';
-import type { CanaryRoute } from '../render/istio.ts';
+import type { CanaryRoute } from '../routing/route.ts';
 import type { MetricTally } from './rollout/analysis.ts';
 import type { Interruption } from './rollout/decide.ts';
 import type { RolloutPlan } from './rollout/plan.ts';

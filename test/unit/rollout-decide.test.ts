@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
-import type { CanaryRoute } from '../../render/istio.ts';
-import { failureCounts, gateVerdict, interruption, reachesCanary, routable, routeAfterGate, routeAtStep, sameRoute, withStep } from '../../workflows/rollout/decide.ts';
+import { reachesCanary, routable, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
+import { failureCounts, gateVerdict, interruption, routeAfterGate } from '../../workflows/rollout/decide.ts';
 import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
