@@ -8,7 +8,7 @@ import { renderCanaryDeployment, renderDeployment } from '../render/deployment.t
 import {
   readRouteWeights, renderDestinationRule, renderVirtualService, routesToCanary, type CanaryRoute, type RoutesOf, type RouteWeights, type VirtualService,
 } from '../render/istio.ts';
-import { rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment } from '../reconcile/status.ts';
+import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import { reachesCanary, routable, sameRoute } from '../workflows/rollout/decide.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, PlanInput, RouteInput } from './types.ts';
@@ -77,16 +77,23 @@ function sameJson(a: unknown, b: unknown): boolean {
   return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
 }
 
-/** Ready replicas and container restarts of the canary's pods. */
+/**
+ * Ready replicas and container restarts of the canary's pods, and what keeps one from running (the pods go with a
+ * rollback: the verdict that names the problem is what is left of it).
+ */
 async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
   const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
-  const pods = await deps.kube.list<{ status?: { containerStatuses?: { restartCount?: number }[] } }>(
+  const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
     `${LABEL_NAME}=${input.name},${LABEL_VERSION}=${input.version}`,
   );
   const restarts = pods.items.reduce((n, p) => n + (p.status?.containerStatuses ?? []).reduce((m, c) => m + (c.restartCount ?? 0), 0), 0);
-  return { exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts };
+  const issue = podIssue(pods.items);
+  return {
+    exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts,
+    ...(issue ? { issue: { reason: issue.reason, message: issue.message } } : {}),
+  };
 }
 
 /** Reads the VirtualService back: the routes the mesh will actually use. */
