@@ -144,8 +144,10 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   const issue = podIssue(observed.pods);
   const withIssue = (decision: Omit<PhaseDecision, 'issue'>): PhaseDecision =>
     (issue ? { ...decision, message: `${decision.message.replace(/\.$/, '')}; ${issue.message}`, issue } : decision);
+  // A deadline the controller gave up on before it saw the current spec is the previous spec's: this one just started.
+  const seen = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0);
   const progressing = s.conditions?.find((c) => c.type === 'Progressing');
-  if (progressing?.reason === 'ProgressDeadlineExceeded') {
+  if (seen && progressing?.reason === 'ProgressDeadlineExceeded') {
     return withIssue({ phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: progressing.message ?? 'the Deployment exceeded its progress deadline' });
   }
   // Pods that cannot even be created (e.g. an image the kubelet-side validation refuses) never become available:
@@ -165,14 +167,16 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
 
 /**
  * Whether the stable pods are worth reading to say why some are not available: only once the Deployment controller
- * has created pods for this generation (before that there is nothing to explain, and a first pass would list pods
- * that cannot exist yet) and some of them are not available.
+ * has created pods (before that there is nothing to explain, and a first pass would list pods that cannot exist yet)
+ * and some of them are not available. Before the controller has seen a new spec, its pods are the previous spec's:
+ * worth reading only when some of those are not available (a change to an app whose pods cannot start keeps saying
+ * why), not on every change of a healthy one.
  */
 export function needsPods(d: ObservedDeployment | null): boolean {
-  if (!d?.status) return false;
+  if (!d?.status || (d.status.replicas ?? 0) === 0) return false;
   const { desired, available, current } = rolloutProgress(d);
-  const created = (d.status.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && (d.status.replicas ?? 0) > 0;
-  return created && !(current && available >= desired);
+  const seen = (d.status.observedGeneration ?? 0) >= (d.metadata.generation ?? 0);
+  return seen ? !(current && available >= desired) : available < desired;
 }
 
 /** The Autoscaled condition: whether the HPA, not spec.replicas, sets the replica count (kubectl scale then does nothing). */

@@ -446,6 +446,11 @@ describe('status says why pods do not run, and who owns the replica count', () =
       phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: 'ReplicaSet "shop-7d" has timed out progressing.',
     },
     {
+      name: 'a spec change the controller has not seen yet: the old deadline is not the new spec\'s, the old pods\' problem still is',
+      d: { ...timedOut, metadata: { generation: 3 } }, pods: [pullFailure],
+      phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/3 replicas available; ${pullIssue.message}`, issue: pullIssue,
+    },
+    {
       name: 'some available, one cannot start', d: deployment({ ready: 2, available: 2 }), pods: [pullFailure],
       phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `2/3 replicas available, 3 updated; ${pullIssue.message}`, issue: pullIssue,
     },
@@ -473,6 +478,11 @@ describe('status says why pods do not run, and who owns the replica count', () =
     assert.equal(needsPods(deployment({ ready: 3 })), false);
     assert.equal(needsPods(deployment({ ready: 1, available: 1 })), true);
     assert.equal(needsPods(null), false);
+  });
+
+  test('before the controller saw a change, pods are read only when some of the previous spec\'s are not available', () => {
+    assert.equal(needsPods(deployment({ generation: 3, observedGeneration: 2 })), false, 'a change to a healthy app: nothing to explain');
+    assert.equal(needsPods(deployment({ generation: 3, observedGeneration: 2, ready: 0, available: 0 })), true, 'a change to an app whose pods cannot start');
   });
 
   test('pods are not read before the Deployment controller created any (a first pass lists nothing that can exist)', () => {
