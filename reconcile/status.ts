@@ -211,8 +211,8 @@ export function deploymentRolledOut(d: ObservedDeployment): boolean {
  * What of a Deployment's status decides its Application's phase: the phase and the desired, ready and available
  * counts. The watcher wakes the workflow only when this changes, not on every status write of the Deployment
  * controller (2-3 per rollout). Empty while there is nothing to report yet (Pending, nothing ready): the pass that
- * applied the Deployment already said so, and a pod that cannot start is explained by the timed re-check of an app
- * that is still progressing.
+ * applied the Deployment already said so, and a pod that cannot start is explained when its own watch event shows
+ * the problem (podSignature), since nothing here changes then.
  */
 export function deploymentSignature(d: ObservedDeployment): string {
   const { phase } = decidePhase({ metadata: { name: '' } }, { deployment: d, service: null }, null);

@@ -187,8 +187,9 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     await createRbac(ns.name, roleName, cluster, leader);
     op = await startOperator({
       namespaces: [ns.name], kubeconfig: await serviceAccountKubeconfig(ns.name), waitReady: false,
-      // No timed re-check of a rolling-out Deployment within the flow: only the pod watch can say why a pod cannot start in time.
-      extraArgs: ['--log-level=info', '--progress-recheck-seconds=600', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
+      // The default re-check of a rolling-out Deployment (30 s): past a step's proof window, so only the pod watch can
+      // say in time why a pod cannot start; within PASS_MS, so a run without the Deployment watch still gets its apps Running.
+      extraArgs: ['--log-level=info', '--progress-recheck-seconds=30', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
       extraEnv: { POD_NAME: identity },
     });
     result.logFile = op.logFile;
