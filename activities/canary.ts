@@ -5,7 +5,7 @@ import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import { rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment } from '../reconcile/status.ts';
+import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 import { routerFor } from './routers/router.ts';
@@ -79,16 +79,23 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
   return { health, ...seen };
 }
 
-/** Ready replicas and container restarts of the canary's pods. */
+/**
+ * Ready replicas and container restarts of the canary's pods, and what keeps one from running (the pods go with a
+ * rollback: the verdict that names the problem is what is left of it).
+ */
 async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
   const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
-  const pods = await deps.kube.list<{ status?: { containerStatuses?: { restartCount?: number }[] } }>(
+  const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
     `${LABEL_NAME}=${input.name},${LABEL_VERSION}=${input.version}`,
   );
   const restarts = pods.items.reduce((n, p) => n + (p.status?.containerStatuses ?? []).reduce((m, c) => m + (c.restartCount ?? 0), 0), 0);
-  return { exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts };
+  const issue = podIssue(pods.items);
+  return {
+    exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts,
+    ...(issue ? { issue: { reason: issue.reason, message: issue.message } } : {}),
+  };
 }
 
 /**

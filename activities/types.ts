@@ -67,6 +67,8 @@ export interface CanaryHealth {
   readyReplicas: number;
   desiredReplicas: number;
   restarts: number;
+  /** What keeps a canary pod from running (ImagePullBackOff, CreateContainerConfigError...), naming the pod and container. */
+  issue?: { reason: string; message: string };
 }
 
 /** One metric judged once: what was asked, what came back, and what it means. */

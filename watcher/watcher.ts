@@ -1,11 +1,13 @@
 import type { Client } from '@temporalio/client';
-import { API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND } from '../api/constants.ts';
+import {
+  API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, STABLE_VERSION,
+} from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds, kinds } from '../render/children.ts';
-import { deploymentSignature, type ObservedDeployment } from '../reconcile/status.ts';
+import { deploymentSignature, podSignature, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
 import {
@@ -13,7 +15,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
-import { changeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
+import { changeReason, podChangeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
 import { Sweeper, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
@@ -47,7 +49,8 @@ interface Pending {
 
 type Obj = KubeObject & {
   metadata: KubeObject['metadata'] & {
-    annotations?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[]; ownerReferences?: { apiVersion: string; kind: string; name: string }[];
+    annotations?: Record<string, string>; labels?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[];
+    ownerReferences?: { apiVersion: string; kind: string; name: string }[];
   };
   status?: unknown;
 };
@@ -65,6 +68,8 @@ export class Watcher {
   private readonly appViews = new Map<string, unknown>();
   private readonly releases = new Map<string, Observation>();
   private readonly children = new Map<string, Observation>();
+  /** namespace/name -> the problem of a stable pod that cannot run (podSignature); pods without one are not kept. */
+  private readonly podProblems = new Map<string, string>();
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
   private inFlight = 0;
@@ -113,6 +118,9 @@ export class Watcher {
         // Only a Deployment's status wakes anything; of the other children the metadata is all the watcher reads.
         this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj), !statusMatters(c.kind));
       }
+      // Stable pods, for what keeps one from running: nothing in its Deployment's status changes when it cannot start.
+      this.addInformer(`Pod${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: 'v1', kind: 'Pod', namespace: ns }),
+        `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_VERSION}=${STABLE_VERSION}`, (type, obj) => this.onStablePod(type, obj));
     }
     // Applications (and Releases) first, so children events can be matched to a known Application.
     const appInformers = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases'));
@@ -228,6 +236,21 @@ export class Watcher {
     if (!app || app.deleting) return;
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     if (reason) this.enqueue(`app:${appKey}`, reason, `${kind}/${obj.metadata.name}`);
+  }
+
+  private onStablePod(type: WatchEvent['type'], obj: Obj): void {
+    const app = obj.metadata.labels?.[LABEL_NAME];
+    if (!app || !obj.metadata.namespace) return;
+    const podKey = keyOf(obj);
+    const before = this.podProblems.get(podKey);
+    const now = type === 'delete' ? '' : podSignature(obj as unknown as ObservedPod);
+    if (now) this.podProblems.set(podKey, now);
+    else this.podProblems.delete(podKey);
+    const appKey = `${obj.metadata.namespace}/${app}`;
+    const known = this.apps.get(appKey);
+    if (!known || known.deleting) return;
+    const reason = podChangeReason(before, now);
+    if (reason) this.enqueue(`app:${appKey}`, reason, `Pod/${obj.metadata.name}`);
   }
 
   /**

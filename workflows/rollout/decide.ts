@@ -6,14 +6,19 @@ import type { ControlRequest, GateVerdict } from '../contract.ts';
 import { noCanaryRoute, routable, type CanaryRoute } from '../../routing/route.ts';
 import type { HealthGates } from './plan.ts';
 
-/** A health gate's verdict on the canary, with the reason shown in status and history. */
+/**
+ * A health gate's verdict on the canary, with the reason shown in status and history. A failing verdict names what
+ * keeps a canary pod from running (pod, container, the kubelet's reason and message): it becomes the rollback's
+ * message, and the rollback deletes the pods that showed it.
+ */
 export function gateVerdict(health: CanaryHealth, gates: HealthGates): { ok: boolean; reason: string } {
   if (!health.exists) return { ok: false, reason: 'the canary Deployment does not exist' };
+  const why = health.issue ? `: ${health.issue.message}` : '';
   if (health.restarts > gates.maxRestarts) {
-    return { ok: false, reason: `canary containers restarted ${health.restarts} times (at most ${gates.maxRestarts} allowed)` };
+    return { ok: false, reason: `canary containers restarted ${health.restarts} times (at most ${gates.maxRestarts} allowed)${why}` };
   }
   if (health.readyReplicas < gates.minReadyReplicas) {
-    return { ok: false, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready (at least ${gates.minReadyReplicas} required)` };
+    return { ok: false, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready (at least ${gates.minReadyReplicas} required)${why}` };
   }
   return { ok: true, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready, ${health.restarts} restarts` };
 }
