@@ -3,7 +3,7 @@
 // talk to an Application's workflows through Temporal (also as the kubectl plugin `kubectl app ...`).
 import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
-import { runOperator } from '../operator/main.ts';
+import { runOperatorProcess } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
 import { codecServerConfig, runCodecServer, withCodecServerOptions } from '../operator/codec-server.ts';
 import { appStatus, control, defaultNamespace, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
@@ -12,12 +12,8 @@ import { controlRelease, formatRelease, releaseStatus } from '../client/release.
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
-withOperatorOptions(program.command('run').description('run the operator (watcher + worker by default)')).action(async (opts: Record<string, unknown>) => {
-  const running = await runOperator(operatorConfig(opts));
-  const shutdown = () => void running.stop().then(() => process.exit(0));
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
-  await running.done;
+withOperatorOptions(program.command('run').description('run the operator (watcher + worker by default); SIGTERM or SIGINT stops it in any phase: exit 0 once stopped, 1 on failure, on a stop longer than --shutdown-timeout-seconds or on a second signal')).action(async (opts: Record<string, unknown>) => {
+  process.exit(await runOperatorProcess(operatorConfig(opts)));
 });
 
 const actions: Record<ControlAction, string> = {
