@@ -351,8 +351,9 @@ export const exitCodes = { stopped: 0, failed: 1 } as const;
 
 /**
  * Runs the operator as this process: SIGTERM or SIGINT stops it in every phase (connecting, waiting for the Lease,
- * running) and it exits 0 once stopped; it exits 1 when it fails, when stopping outlasts --shutdown-timeout-seconds
- * (a Kubernetes pod would be killed at its grace period anyway), or at a second signal while stopping.
+ * running) and it resolves to 0 once stopped, or to 1 when stopping outlasts --shutdown-timeout-seconds (a Kubernetes
+ * pod would be killed at its grace period anyway) or at a second signal while stopping. It rejects when the
+ * operator fails (cannot start, or its worker fails), after stopping what had started.
  */
 export async function runOperatorProcess(cfg: OperatorConfig): Promise<number> {
   const log = createLogger(cfg.logLevel);
@@ -382,8 +383,8 @@ export async function runOperatorProcess(cfg: OperatorConfig): Promise<number> {
       return exitCodes.stopped;
     } catch (err) {
       if (err instanceof StoppedWhileStarting) return exitCodes.stopped;
-      log.error({ err: err instanceof Error ? err.message : String(err) }, 'the operator failed');
-      return exitCodes.failed;
+      // The command prints it on stderr and exits with exitCodes.failed.
+      throw err;
     }
   })();
   return Promise.race([lifecycle, cutShort]);

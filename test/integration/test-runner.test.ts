@@ -41,7 +41,8 @@ function commandOf(pid: number): string {
 /** Runs test/run.ts on chosen files with the marker set; its output goes to a file. */
 function runner(files: string[], env: Record<string, string | undefined>, logFile: string): { child: ChildProcess; exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> } {
   const fd = openSync(logFile, 'a');
-  const child = spawn(process.execPath, [join(root, 'test', 'run.ts'), ...files], { cwd: root, env, stdio: ['ignore', fd, fd] });
+  // Without NODE_TEST_CONTEXT, which tells node --test that it runs inside a test file (it would then run nothing).
+  const child = spawn(process.execPath, [join(root, 'test', 'run.ts'), ...files], { cwd: root, env: { ...env, NODE_TEST_CONTEXT: undefined }, stdio: ['ignore', fd, fd] });
   closeSync(fd);
   return { child, exited: new Promise((r) => child.once('exit', (code, signal) => r({ code, signal }))) };
 }
