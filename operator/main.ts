@@ -171,20 +171,22 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     connectWithRetry(cfg, log, what, connect, discard, (w) => { waitingFor = w; }, stopping.signal);
   const closeClient = ({ connection }: { connection: Connection }) => connection.close();
 
+  /** Stops what was started, last first; what a start-up step adds after a stop began is stopped by the next call. */
+  const drain = async () => {
+    for (let s = started.pop(); s; s = started.pop()) {
+      progress.step = s.what;
+      log.info(`stopping ${s.what}`);
+      await s.stop().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, `stopping ${s.what} failed`));
+    }
+    progress.step = undefined;
+  };
   const stop = (): Promise<void> => {
     stopping.abort();
-    stopped ??= (async () => {
-      for (const s of started.reverse()) {
-        progress.step = s.what;
-        log.info(`stopping ${s.what}`);
-        await s.stop().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, `stopping ${s.what} failed`));
-      }
-      progress.step = undefined;
-      log.info('stopped');
-    })();
+    stopped ??= drain().then(() => log.info('stopped'));
     return stopped;
   };
   opts.signal?.addEventListener('abort', () => void stop(), { once: true });
+  if (opts.signal?.aborted) void stop();
   const startedYet = (what: string) => {
     if (stopping.signal.aborted) throw new StoppedWhileStarting(what);
   };
@@ -319,7 +321,9 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     return { done: untilStopped(), stop, server };
   } catch (err) {
     await stop();
-    throw err;
+    await drain();
+    // A worker that failed while the rest was starting stopped the start: its failure is the one to report.
+    throw failure ?? err;
   }
 
   async function untilStopped(): Promise<void> {

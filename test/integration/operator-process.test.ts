@@ -106,7 +106,7 @@ describe('the operator process and its signals', () => {
     const op = await start({ namespaces: [ns.name], temporalAddress: `127.0.0.1:${closed}`, waitReady: false });
     // The third failure is followed by a 4 s wait: the signal lands in the middle of the backoff.
     await logHas(op, '"attempt":3');
-    const r = await signalAndTime(op, 'SIGTERM', 3000);
+    const r = await signalAndTime(op, 'SIGTERM', 5000);
     assert.deepEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null }, `exit after ${r.ms} ms`);
     assert.match(await op.logs(), /SIGTERM: stopping/);
   });
@@ -115,7 +115,7 @@ describe('the operator process and its signals', () => {
     const closed = await freePort();
     const op = await start({ namespaces: [ns.name], temporalAddress: `127.0.0.1:${closed}`, waitReady: false });
     await logHas(op, '"attempt":2');
-    const r = await signalAndTime(op, 'SIGINT', 3000);
+    const r = await signalAndTime(op, 'SIGINT', 5000);
     assert.deepEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null });
   });
 
@@ -129,7 +129,7 @@ describe('the operator process and its signals', () => {
     await logHas(op, 'started leading');
     // After the third failure the watcher waits 4 s before trying again.
     await logHas(op, /"attempt":3[^\n]*watcher: cannot reach Temporal/);
-    const r = await signalAndTime(op, 'SIGTERM', 3000);
+    const r = await signalAndTime(op, 'SIGTERM', 5000);
     assert.deepEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null });
     const held = await (await kubeApi()).get<Json>({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', namespace: ns.name, name: lease });
     assert.equal(held?.['spec']?.holderIdentity, undefined, 'the Lease is released for the next replica');
@@ -138,7 +138,7 @@ describe('the operator process and its signals', () => {
 
   it('exits 0 within seconds of SIGTERM once running', async () => {
     const op = await start({ namespaces: [ns.name] });
-    const r = await signalAndTime(op, 'SIGTERM', 8000);
+    const r = await signalAndTime(op, 'SIGTERM', 10000);
     assert.deepEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null });
     const logs = await op.logs();
     for (const step of ['stopping the watcher', 'stopping the worker', 'stopping the HTTP server', '"msg":"stopped"']) assert.ok(logs.includes(step), `log says ${step}`);
@@ -166,14 +166,14 @@ describe('the operator process and its signals', () => {
       const op = await leadThenFreeze();
       op.signal('SIGTERM');
       await logHas(op, 'watcher stopped');
-      const r = await signalAndTime(op, 'SIGTERM', 1500);
+      const r = await signalAndTime(op, 'SIGTERM', 3000);
       assert.deepEqual({ code: r.code, signal: r.signal }, { code: 1, signal: null });
       assert.match(await op.logs(), /SIGTERM again while stopping: exiting now/);
     });
 
     it('exits 1 once stopping outlasts --shutdown-timeout-seconds, naming what it waited for', async () => {
       const op = await leadThenFreeze(['--shutdown-timeout-seconds=2']);
-      const r = await signalAndTime(op, 'SIGTERM', 4500);
+      const r = await signalAndTime(op, 'SIGTERM', 6000);
       assert.deepEqual({ code: r.code, signal: r.signal }, { code: 1, signal: null });
       assert.ok(r.ms >= 1900, `waited the timeout (${r.ms} ms)`);
       assert.match(await op.logs(), /did not stop within 2 s \(still stopping leader election and the watcher\)/);
