@@ -5,6 +5,7 @@
 // own), and the whole group is signalled, then killed after a grace period; the stack's servers, started detached,
 // are stopped by the pids recorded in its state folder; no further phase starts.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { mkdtemp, readFile } from 'node:fs/promises';
 import { constants, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -50,19 +51,19 @@ function onSignal(signal: NodeJS.Signals): void {
 }
 
 /** Sends a signal to every process of a group; a group already gone is no error. */
-function signalGroup(pgid: number, signal: NodeJS.Signals | 0): boolean {
+function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pgid, signal);
-    return true;
   } catch {
-    return false;
+    // no process left in it
   }
 }
 
 /**
  * Runs a command as the leader of a new process group and resolves with its exit code once it and every process of
- * its group are gone. After an interruption the group gets graceMs to stop, then SIGKILL: a test file's operator
- * must not outlive the run (orphaned to init, it would go on reconciling against a stack that is gone).
+ * its group are gone: what is left when it exits, or after an interruption, gets SIGTERM and graceMs to stop, then
+ * SIGKILL. A test file's operator must not outlive the run (orphaned to init, it would go on reconciling against a
+ * stack that is gone).
  */
 function runGroup(command: string, argv: string[], opts: { env?: Record<string, string> }): Promise<number> {
   return new Promise<number>((res) => {
@@ -80,7 +81,12 @@ function runGroup(command: string, argv: string[], opts: { env?: Record<string, 
     if (interrupted.signal.aborted) signalGroup(pgid, interrupted.signal.reason as NodeJS.Signals);
     child.on('close', (code, signal) => {
       void (async () => {
-        if (interrupted.signal.aborted) await drainGroup(pgid);
+        // A test that leaked a process (an operator it did not stop) leaves it in the group: it goes too.
+        if (!interrupted.signal.aborted && liveMembers(pgid).length > 0) {
+          console.error(`processes of ${command} (group ${pgid}) still running after it exited: stopping them`);
+          signalGroup(pgid, 'SIGTERM');
+        }
+        await drainGroup(pgid);
         groups.delete(pgid);
         res(code ?? (signal ? 128 + constants.signals[signal] : 1));
       })();
@@ -88,14 +94,33 @@ function runGroup(command: string, argv: string[], opts: { env?: Record<string, 
   });
 }
 
-/** Waits until no process of the group is left, killing what is left after graceMs. */
+/** The processes of a group still running (a zombie has ended; only its parent's wait is missing). */
+function liveMembers(pgid: number): number[] {
+  const out: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      // Fields after the command (which may hold spaces, within parentheses): state, ppid, pgrp, ...
+      const [state, , pgrp] = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (Number(pgrp) === pgid && state !== 'Z') out.push(Number(entry));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+/** Waits until no process of the group runs, killing what is left after graceMs. */
 async function drainGroup(pgid: number): Promise<void> {
   const deadline = Date.now() + graceMs;
-  while (signalGroup(pgid, 0) && Date.now() < deadline) await sleep(100);
-  if (!signalGroup(pgid, 0)) return;
-  console.error(`processes of test group ${pgid} still running after ${graceMs / 1000} s: killing them`);
+  while (liveMembers(pgid).length > 0 && Date.now() < deadline) await sleep(100);
+  const left = liveMembers(pgid);
+  if (left.length === 0) return;
+  console.error(`processes of test group ${pgid} still running after ${graceMs / 1000} s (${left.join(', ')}): killing them`);
   signalGroup(pgid, 'SIGKILL');
-  while (signalGroup(pgid, 0)) await sleep(50);
+  const killDeadline = Date.now() + 5000;
+  while (liveMembers(pgid).length > 0 && Date.now() < killDeadline) await sleep(50);
 }
 
 async function main(): Promise<number> {
