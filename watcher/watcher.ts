@@ -47,6 +47,21 @@ interface Pending {
   attempts: number;
 }
 
+/** One collection's reflector and, while it fails, what went wrong (for /readyz). */
+interface Informer {
+  name: string;
+  reflector: Reflector;
+  failing?: FailingSince;
+}
+
+/** A run of failed list or watch attempts: the last error and when it came, since when it fails, and how often. */
+export interface FailingSince {
+  error: string;
+  at: Date;
+  since: Date;
+  attempts: number;
+}
+
 type Obj = KubeObject & {
   metadata: KubeObject['metadata'] & {
     annotations?: Record<string, string>; labels?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[];
@@ -62,7 +77,7 @@ type Obj = KubeObject & {
  */
 export class Watcher {
   private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>;
-  private readonly informers: { name: string; reflector: Reflector }[] = [];
+  private readonly informers: Informer[] = [];
   private readonly apps = new Map<string, Observation>();
   /** namespace/name -> metricsView of the Application (the reflectors keep no whole objects). */
   private readonly appViews = new Map<string, unknown>();
@@ -87,6 +102,11 @@ export class Watcher {
   /** True once every collection has been listed once: the watcher has seen every Application. */
   get synced(): boolean {
     return this.informers.length > 0 && this.informers.every((i) => i.reflector.synced);
+  }
+
+  /** Why the watcher has not synced yet (the collections not listed, the last error listing them); undefined once synced. */
+  unsynced(): string | undefined {
+    return unsyncedReport(this.informers.map((i) => ({ name: i.name, synced: i.reflector.synced, ...(i.failing ? { failing: i.failing } : {}) })));
   }
 
   /** The Applications as last seen, cut down to what the metrics read (operator/metrics.ts: phases, failures, rollouts). */
@@ -127,7 +147,7 @@ export class Watcher {
     await Promise.all(appInformers.map((i) => i.reflector.start()));
     this.initialSync = false;
     await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => i.reflector.start()));
-    if (this.opts.sweepSeconds > 0) {
+    if (this.opts.sweepSeconds > 0 && !this.stopped) {
       const sweeper = new Sweeper(this.opts.temporal, this.opts.taskQueue);
       this.sweepTimer = setInterval(() => {
         this.sweeping ??= this.sweep(sweeper).finally(() => { this.sweeping = undefined; });
@@ -174,14 +194,23 @@ export class Watcher {
   }
 
   private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void, metadataOnly = false): void {
-    const reflector = new Reflector({
-      kube: this.opts.kube, path, labelSelector, metadataOnly,
-      onEvent: handler,
-      onError: (err, retryInMs) => {
-        if (!this.stopped) this.opts.log.warn({ informer: name, err: err.message, retryInMs }, 'informer stopped; restarting');
-      },
-    });
-    this.informers.push({ name, reflector });
+    const informer: Informer = {
+      name,
+      reflector: new Reflector({
+        kube: this.opts.kube, path, labelSelector, metadataOnly,
+        onEvent: (type, obj) => {
+          delete informer.failing;
+          handler(type, obj);
+        },
+        onError: (err, retryInMs) => {
+          if (this.stopped) return;
+          const now = new Date();
+          informer.failing = { error: err.message, at: now, since: informer.failing?.since ?? now, attempts: (informer.failing?.attempts ?? 0) + 1 };
+          this.opts.log.warn({ informer: name, err: err.message, retryInMs }, 'informer stopped; restarting');
+        },
+      }),
+    };
+    this.informers.push(informer);
   }
 
   private onApplication(type: WatchEvent['type'], obj: Obj): void {
@@ -358,6 +387,23 @@ export class Watcher {
       }
     }
   }
+}
+
+/**
+ * What /readyz says while collections are not listed yet: how many and which, and the most recent error of those
+ * failing, with since when and how many attempts (an API server that refuses or hangs shows here, not only in logs).
+ */
+export function unsyncedReport(informers: { name: string; synced: boolean; failing?: FailingSince }[]): string | undefined {
+  const waiting = informers.filter((i) => !i.synced);
+  if (waiting.length === 0) return undefined;
+  const names = waiting.slice(0, 3).map((i) => i.name).join(', ') + (waiting.length > 3 ? ', ...' : '');
+  const listed = `${waiting.length} of ${informers.length} collections not listed yet (${names})`;
+  const failing = waiting.flatMap((i) => (i.failing ? [i.failing] : []));
+  if (failing.length === 0) return `${listed}; listing`;
+  const first = new Date(Math.min(...failing.map((f) => f.since.getTime())));
+  const latest = failing.reduce((a, b) => (b.at > a.at ? b : a));
+  const attempts = failing.reduce((n, f) => n + f.attempts, 0);
+  return `${listed}; failing since ${first.toISOString().replace(/\.\d+Z$/, 'Z')} (${attempts} failed attempts), last: ${latest.error}`;
 }
 
 function observe(kind: string, obj: Obj): Observation {
