@@ -333,6 +333,7 @@ const trafficSchema = z
         }), 16).refine((l) => l.length >= 1, 'should have at least 1 items'),
         hostnames: list(str(253).refine((s) => HOSTNAME.test(s), 'hostnames[] must be a lowercase host name such as shop.example.com (or *.example.com), without a port'), 16).optional(),
         path: str(1024).refine((s) => s.startsWith('/'), "traffic.gatewayAPI.path must start with '/'").default('/'),
+        implementation: oneOf(['generic', 'traefik']).default('generic'),
       })
       .optional(),
   })
@@ -368,6 +369,9 @@ export const applicationSpecSchema = z
     }
     if (spec.traffic?.router === 'istio' && !spec.serviceMesh?.enabled) {
       ctx.addIssue({ code: 'custom', path: ['traffic', 'router'], message: 'traffic.router istio needs serviceMesh.enabled' });
+    }
+    if (spec.traffic?.router === 'gatewayAPI' && spec.traffic.gatewayAPI?.implementation !== 'traefik' && spec.serviceMesh?.canary?.analysis?.metrics.some((m) => m.template !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'analysis', 'metrics'], message: 'the built-in templates read Istio\'s or Traefik\'s metrics: through the Gateway API they need traffic.gatewayAPI.implementation traefik (or write a query)' });
     }
     const storage = spec.storage;
     if (storage && spec.configMaps?.some((c) => c.mountPath === storage.mountPath)) {

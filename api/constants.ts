@@ -26,6 +26,8 @@ export const ROUTE_NAME = 'primary';
 
 export const ISTIO_API_VERSION = 'networking.istio.io/v1';
 export const GATEWAY_API_VERSION = 'gateway.networking.k8s.io/v1';
+/** Traefik's own CRDs: its mirroring service stands in for the Gateway API's RequestMirror, which Traefik lacks. */
+export const TRAEFIK_API_VERSION = 'traefik.io/v1alpha1';
 
 /** The routers a canary's traffic can go through (spec.traffic.router). */
 export const ROUTERS = ['istio', 'gatewayAPI'] as const;
@@ -212,6 +214,11 @@ export function childName(app: Named): string {
 /** Name of the canary Deployment of an Application (and of its canary Service, under the Gateway API router). */
 export function canaryName(app: Named): string {
   return `${app.metadata.name}-canary`;
+}
+
+/** Name of Traefik's mirroring service of an Application (the Gateway API router on Traefik, while a mirror is set). */
+export function mirrorServiceName(app: Named): string {
+  return `${app.metadata.name}-mirror`;
 }
 
 /** Name of the Service that selects only an Application's stable pods (the Gateway API router weights it). */

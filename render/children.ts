@@ -3,11 +3,11 @@
 // The renderer, the Kubernetes client's resource table, the watcher, finalization, the chaos orphan check and the
 // RBAC test all derive from it: adding a kind is one row here (plus its renderer and its RBAC rule).
 
-import { canaryName, childName, GATEWAY_API_VERSION, ISTIO_API_VERSION, stableServiceName } from '../api/constants.ts';
+import { canaryName, childName, GATEWAY_API_VERSION, ISTIO_API_VERSION, TRAEFIK_API_VERSION, mirrorServiceName, stableServiceName } from '../api/constants.ts';
 import { routerOf, type Application } from '../api/application.ts';
 import type { CanaryRoute } from '../routing/route.ts';
 import { renderCanaryDeployment, renderDeployment } from './deployment.ts';
-import { renderHTTPRoute, renderRouteService } from './gateway.ts';
+import { renderHTTPRoute, renderMirrorService, renderRouteService } from './gateway.ts';
 import { renderHorizontalPodAutoscaler } from './hpa.ts';
 import { renderDestinationRule, renderVirtualService } from './istio.ts';
 import { renderPersistentVolumeClaim } from './pvc.ts';
@@ -61,6 +61,7 @@ export const kinds = {
   destinationRule: kind(ISTIO_API_VERSION, 'DestinationRule', 'destinationrules'),
   virtualService: kind(ISTIO_API_VERSION, 'VirtualService', 'virtualservices'),
   httpRoute: kind(GATEWAY_API_VERSION, 'HTTPRoute', 'httproutes'),
+  traefikService: kind(TRAEFIK_API_VERSION, 'TraefikService', 'traefikservices'),
 } as const;
 
 /** Every kind of child, once each. */
@@ -100,6 +101,10 @@ const canaryService: Child = {
   of: kinds.service, name: canaryName, pruned: true, rolloutOwned: gatewayAPI,
   render: (app, o) => (gatewayAPI(app) && inRollout(o) ? asObject(renderRouteService(app, 'canary')) : null),
 };
+const traefikMirror: Child = {
+  of: kinds.traefikService, name: mirrorServiceName, pruned: true, rolloutOwned: gatewayAPI,
+  render: (app, o) => (gatewayAPI(app) && app.spec.traffic?.gatewayAPI?.implementation === 'traefik' && o.canary?.mirror ? asObject(renderMirrorService(app, o.canary.mirror)) : null),
+};
 const httpRoute: Child = {
   of: kinds.httpRoute, name: childName, pruned: true, rolloutOwned: gatewayAPI,
   render: (app, o) => (gatewayAPI(app) ? asObject(renderHTTPRoute(app, { canary: o.canary })) : null),
@@ -111,10 +116,10 @@ const httpRoute: Child = {
  * route weights before the HTTPRoute. The PVC is never pruned: storage cannot be removed from a spec, and its data
  * goes only with the Application itself.
  */
-export const children: readonly Child[] = [pvc, stable, canary, service, stableService, canaryService, hpa, destinationRule, virtualService, httpRoute];
+export const children: readonly Child[] = [pvc, stable, canary, service, stableService, canaryService, hpa, destinationRule, virtualService, traefikMirror, httpRoute];
 
 /** Deletion order on finalize: routes first (no traffic to what is going away), storage last. */
-export const finalizeOrder: readonly Child[] = [httpRoute, virtualService, destinationRule, hpa, canaryService, canary, stable, stableService, service, pvc];
+export const finalizeOrder: readonly Child[] = [httpRoute, traefikMirror, virtualService, destinationRule, hpa, canaryService, canary, stable, stableService, service, pvc];
 
 function nullable<T>(o: T | null): ChildObject | null {
   return o === null ? null : asObject(o);

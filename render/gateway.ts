@@ -1,12 +1,14 @@
 // Gateway API routing for an Application (spec.traffic.router: gatewayAPI): an HTTPRoute attached to the Gateways
 // the spec names, whose weighted rule splits requests between two Services, `<app>-stable` (the stable pods only)
 // and, while a rollout runs, `<app>-canary` (the canary's pods). A header route is a rule with header matches (more
-// specific, so the Gateway prefers it for matching requests); a mirror is a RequestMirror filter with its percent.
-// Shapes follow gateway.networking.k8s.io/v1 as the standard channel's CRDs define it.
+// specific, so the Gateway prefers it for matching requests); a mirror is a RequestMirror filter with its percent,
+// or, on Traefik (which has no such filter), a TraefikService `<app>-mirror` standing for `<app>-stable` and copying
+// a percentage of what it serves to the canary: only requests bound for stable are mirrored, never the canary's own.
+// Shapes follow gateway.networking.k8s.io/v1 as the standard channel's CRDs define it, and traefik.io/v1alpha1.
 
 import type { V1Service } from '@kubernetes/client-node';
 import type { Application } from '../api/application.ts';
-import { GATEWAY_API_VERSION, LABEL_NAME, LABEL_VERSION, STABLE_VERSION, canaryName, childName, stableServiceName } from '../api/constants.ts';
+import { GATEWAY_API_VERSION, LABEL_NAME, LABEL_VERSION, STABLE_VERSION, TRAEFIK_API_VERSION, canaryName, childName, mirrorServiceName, stableServiceName } from '../api/constants.ts';
 import { percent, type CanaryRoute, type HeaderMatch, type RouteWeights } from '../routing/route.ts';
 import { childMetadata, compact } from './meta.ts';
 
@@ -17,8 +19,10 @@ export interface ParentRef {
 }
 
 export interface BackendRef {
+  group?: string;
+  kind?: string;
   name: string;
-  port: number;
+  port?: number;
   weight?: number;
 }
 
@@ -103,10 +107,13 @@ export function renderHTTPRoute(app: Application, options: { canary: CanaryRoute
   }
   const weight = canary ? percent('canary weight', canary.weight) : null;
   const mirror = canary?.mirror ? percent('mirror percentage', canary.mirror) : 0;
+  const traefikMirror = mirror > 0 && gw.implementation === 'traefik';
+  // On Traefik the stable side of the split is the mirroring service, which passes every request on to stable.
+  const stableRef: BackendRef = traefikMirror ? { group: 'traefik.io', kind: 'TraefikService', name: mirrorServiceName(app) } : { name: stable, port };
   rules.push(compact({
     matches: [{ path }],
-    backendRefs: weight === null ? [{ name: stable, port }] : [{ name: stable, port, weight: 100 - weight }, { name: canaryService, port, weight }],
-    filters: mirror > 0 ? [{ type: 'RequestMirror' as const, requestMirror: { backendRef: { name: canaryService, port }, percent: mirror } }] : undefined,
+    backendRefs: weight === null ? [stableRef] : [{ ...stableRef, weight: 100 - weight }, { name: canaryService, port, weight }],
+    filters: mirror > 0 && !traefikMirror ? [{ type: 'RequestMirror' as const, requestMirror: { backendRef: { name: canaryService, port }, percent: mirror } }] : undefined,
   }));
   return {
     apiVersion: GATEWAY_API_VERSION,
@@ -120,13 +127,36 @@ export function renderHTTPRoute(app: Application, options: { canary: CanaryRoute
   };
 }
 
+export interface TraefikService {
+  apiVersion: typeof TRAEFIK_API_VERSION;
+  kind: 'TraefikService';
+  metadata: ReturnType<typeof childMetadata>;
+  spec: { mirroring: { name: string; port: number; mirrors: { name: string; port: number; percent: number }[] } };
+}
+
+/** Traefik's mirroring service `<app>-mirror`: every request to `<app>-stable`, and `percent`% of them copied to the canary. */
+export function renderMirrorService(app: Application, mirror: number): TraefikService {
+  const port = routePort(app);
+  return {
+    apiVersion: TRAEFIK_API_VERSION,
+    kind: 'TraefikService',
+    metadata: childMetadata(app, mirrorServiceName(app)),
+    spec: { mirroring: { name: stableServiceName(app), port, mirrors: [{ name: canaryName(app), port, percent: percent('mirror percentage', mirror) }] } },
+  };
+}
+
+/** The part of a TraefikService a mirror is read from. */
+export interface MirroringOf {
+  spec?: { mirroring?: { name?: string; mirrors?: { name?: string; percent?: number }[] } };
+}
+
 /** The part of an HTTPRoute the routes are read from. */
 export interface RulesOf {
   metadata?: { name?: string };
   spec?: {
     rules?: {
       matches?: { headers?: unknown[] }[];
-      backendRefs?: { name?: string; weight?: number }[];
+      backendRefs?: { kind?: string; name?: string; weight?: number }[];
       filters?: { type?: string; requestMirror?: { backendRef?: { name?: string }; percent?: number; fraction?: { numerator?: number; denominator?: number } } }[];
     }[];
   };
@@ -135,10 +165,10 @@ export interface RulesOf {
 /**
  * Reads an HTTPRoute (as rendered, or as read back from the cluster) the way a Gateway routes: the shares of its
  * weighted rule (the one without header matches) by Service, as percentages (the API's weights are relative; a
- * backend without one counts 1), whether another rule sends requests to the canary, and the mirror. Null for no
- * object.
+ * backend without one counts 1), whether another rule sends requests to the canary, and the mirror: a RequestMirror
+ * filter's, or that of the TraefikService standing for stable (`mirroring`, read back too). Null for no route.
  */
-export function readHTTPRouteWeights(route: RulesOf | null, app: { metadata: { name: string } }): RouteWeights | null {
+export function readHTTPRouteWeights(route: RulesOf | null, app: { metadata: { name: string } }, mirroring: MirroringOf | null = null): RouteWeights | null {
   if (!route) return null;
   const rules = route.spec?.rules ?? [];
   const hasHeaders = (r: (typeof rules)[number]) => (r.matches ?? []).some((m) => (m.headers ?? []).length > 0);
@@ -146,13 +176,16 @@ export function readHTTPRouteWeights(route: RulesOf | null, app: { metadata: { n
   const refs = primary?.backendRefs ?? [];
   const raw = (r: { weight?: number }) => r.weight ?? 1;
   const sum = refs.reduce((n, r) => n + raw(r), 0);
-  // Weights are relative: as percentages of the rule's whole.
-  const share = (name: string) => (sum === 0 ? 0 : Math.round((refs.filter((r) => r.name === name).reduce((n, r) => n + raw(r), 0) * 100) / sum));
   const canaryService = canaryName(app);
-  const stable = share(stableServiceName(app));
-  const canary = share(canaryService);
+  const viaMirror = (r: { kind?: string; name?: string }) => r.kind === 'TraefikService' && r.name === mirrorServiceName(app)
+    && mirroring?.spec?.mirroring?.name === stableServiceName(app);
+  // Weights are relative: as percentages of the rule's whole.
+  const share = (is: (r: { kind?: string; name?: string }) => boolean) => (sum === 0 ? 0 : Math.round((refs.filter(is).reduce((n, r) => n + raw(r), 0) * 100) / sum));
+  const stable = share((r) => (r.name === stableServiceName(app) && (r.kind ?? 'Service') === 'Service') || viaMirror(r));
+  const canary = share((r) => r.name === canaryService && (r.kind ?? 'Service') === 'Service');
   const headerRoute = rules.some((r) => r !== primary && (r.backendRefs ?? []).some((b) => b.name === canaryService && raw(b) > 0));
-  const m = primary?.filters?.find((f) => f.type === 'RequestMirror' && f.requestMirror?.backendRef?.name === canaryService)?.requestMirror;
-  const mirror = !m ? 0 : m.percent ?? (m.fraction ? Math.round(((m.fraction.numerator ?? 0) * 100) / (m.fraction.denominator ?? 100)) : 100);
+  const filter = primary?.filters?.find((f) => f.type === 'RequestMirror' && f.requestMirror?.backendRef?.name === canaryService)?.requestMirror;
+  const traefik = refs.some(viaMirror) ? mirroring?.spec?.mirroring?.mirrors?.find((m) => m.name === canaryService)?.percent ?? 0 : 0;
+  const mirror = filter ? filter.percent ?? (filter.fraction ? Math.round(((filter.fraction.numerator ?? 0) * 100) / (filter.fraction.denominator ?? 100)) : 100) : traefik;
   return { stable, canary, total: sum === 0 ? 0 : 100, headerRoute, mirror };
 }

@@ -3,12 +3,12 @@
 // API's own terms, after the defaults the API server fills in.
 import { heartbeat } from '@temporalio/activity';
 import type { Application } from '../../api/application.ts';
-import { FIELD_MANAGER, LABEL_VERSION, canaryName, childName } from '../../api/constants.ts';
+import { FIELD_MANAGER, LABEL_VERSION, canaryName, childName, mirrorServiceName } from '../../api/constants.ts';
 import type { KubeObject } from '../../kube/client.ts';
 import type { ObjectRef } from '../../kube/resources.ts';
 import { sameJson } from '../../lib/json.ts';
 import { kinds } from '../../render/children.ts';
-import { readHTTPRouteWeights, renderHTTPRoute, renderRouteService, type RulesOf } from '../../render/gateway.ts';
+import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService, renderRouteService, type MirroringOf, type RulesOf } from '../../render/gateway.ts';
 import { reachesCanary, routesToCanary, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
 import type { ActivityDeps } from '../deps.ts';
 import type { RouteObservation, TrafficRouter } from './router.ts';
@@ -16,6 +16,19 @@ import type { RouteObservation, TrafficRouter } from './router.ts';
 const ns = (app: Application) => app.metadata.namespace ?? '';
 const routeRef = (app: Application): ObjectRef => ({ apiVersion: kinds.httpRoute.apiVersion, kind: kinds.httpRoute.kind, namespace: ns(app), name: childName(app) });
 const canaryServiceRef = (app: Application): ObjectRef => ({ apiVersion: kinds.service.apiVersion, kind: kinds.service.kind, namespace: ns(app), name: canaryName(app) });
+const mirrorRef = (app: Application): ObjectRef => ({ apiVersion: kinds.traefikService.apiVersion, kind: kinds.traefikService.kind, namespace: ns(app), name: mirrorServiceName(app) });
+const onTraefik = (app: Application) => app.spec.traffic?.gatewayAPI?.implementation === 'traefik';
+
+/** Traefik's mirroring service, when the app is served by Traefik (null elsewhere, and when there is none). */
+async function mirroring(deps: ActivityDeps, app: Application): Promise<MirroringOf | null> {
+  return onTraefik(app) ? deps.kube.get<MirroringOf>(mirrorRef(app)) : null;
+}
+
+/** The route and, on Traefik, its mirroring service, read back the way a Gateway uses them. */
+async function readBack(deps: ActivityDeps, app: Application) {
+  const [route, mirror] = await Promise.all([deps.kube.get<RulesOf>(routeRef(app)), mirroring(deps, app)]);
+  return readHTTPRouteWeights(route, app, mirror);
+}
 const apply = (deps: ActivityDeps, obj: unknown) => deps.kube.apply(obj as KubeObject, { fieldManager: FIELD_MANAGER });
 
 /** An HTTPRoute as read back (or as rendered): what its shape is made of. */
@@ -25,7 +38,7 @@ interface RouteAsRead {
     hostnames?: string[];
     rules?: {
       matches?: { path?: { type?: string; value?: string }; headers?: { type?: string; name?: string; value?: string }[] }[];
-      backendRefs?: { name?: string; port?: number; weight?: number }[];
+      backendRefs?: { group?: string; kind?: string; name?: string; port?: number; weight?: number }[];
       filters?: { type?: string; requestMirror?: { backendRef?: { name?: string; port?: number }; percent?: number } }[];
     }[];
   };
@@ -47,7 +60,7 @@ export function routeShape(route: RouteAsRead | null): unknown {
           path: [m.path?.type ?? 'PathPrefix', m.path?.value ?? '/'],
           headers: (m.headers ?? []).map((h) => [h.type ?? 'Exact', (h.name ?? '').toLowerCase(), h.value ?? '']),
         })),
-        backendRefs: (rule.backendRefs ?? []).map((b) => [b.name, b.port, b.weight ?? 1]),
+        backendRefs: (rule.backendRefs ?? []).map((b) => [b.group ?? '', b.kind ?? 'Service', b.name, b.port, b.weight ?? 1]),
         filters: (rule.filters ?? []).map((f) => [f.type, f.requestMirror?.backendRef?.name, f.requestMirror?.backendRef?.port, f.requestMirror?.percent ?? 100]),
       };
     }),
@@ -62,30 +75,38 @@ export const gatewayAPIRouter: TrafficRouter = {
 
   async setRoute(deps, app, route): Promise<RouteWeights> {
     const rendered = renderHTTPRoute(app, { canary: route });
+    const traefikMirror = onTraefik(app) && Boolean(route.mirror);
+    // The mirroring service exists before the route names it, and goes only after the route no longer does.
+    if (traefikMirror) await apply(deps, renderMirrorService(app, route.mirror ?? 0));
     await apply(deps, rendered);
-    const read = readHTTPRouteWeights(await deps.kube.get<RulesOf>(routeRef(app)), app);
-    const expected = readHTTPRouteWeights(rendered, app);
+    if (onTraefik(app) && !traefikMirror) await deps.kube.delete(mirrorRef(app));
+    const read = await readBack(deps, app);
+    const expected = readHTTPRouteWeights(rendered, app, traefikMirror ? renderMirrorService(app, route.mirror ?? 0) : null);
     if (!read || !sameJson(read, expected)) throw new Error(`HTTPRoute read back as ${JSON.stringify(read)}, expected ${JSON.stringify(expected)}`);
     return read;
   },
 
   async observe(deps, app, route): Promise<RouteObservation> {
-    const [read, svc] = await Promise.all([
+    const [read, svc, mirror] = await Promise.all([
       deps.kube.get<RouteAsRead>(routeRef(app)),
       deps.kube.get<{ spec?: { selector?: Record<string, string> } }>(canaryServiceRef(app)),
+      mirroring(deps, app),
     ]);
     const target = svc?.spec?.selector?.[LABEL_VERSION] === app.spec.serviceMesh?.canary?.canaryVersion;
-    const asIntended = read !== null && sameJson(routeShape(read), routeShape(renderHTTPRoute(app, { canary: route })));
-    return { routed: readHTTPRouteWeights(read, app), asIntended, target };
+    const traefikMirror = onTraefik(app) && Boolean(route.mirror);
+    const mirrorAsIntended = !traefikMirror || sameJson(mirror?.spec?.mirroring, renderMirrorService(app, route.mirror ?? 0).spec.mirroring);
+    const asIntended = read !== null && mirrorAsIntended && sameJson(routeShape(read), routeShape(renderHTTPRoute(app, { canary: route })));
+    return { routed: readHTTPRouteWeights(read, app, mirror), asIntended, target };
   },
 
   async remove(deps, app) {
     if (await deps.kube.get(routeRef(app))) {
       await apply(deps, renderHTTPRoute(app, { canary: null }));
-      const read = readHTTPRouteWeights(await deps.kube.get<RulesOf>(routeRef(app)), app);
+      const read = await readBack(deps, app);
       if (read && (read.stable !== 100 || routesToCanary(read))) throw new Error(`HTTPRoute read back as ${JSON.stringify(read)} after routing everything to stable`);
       heartbeat('traffic restored to stable');
     }
+    if (onTraefik(app)) await deps.kube.delete(mirrorRef(app));
     await deps.kube.delete(canaryServiceRef(app));
   },
 };

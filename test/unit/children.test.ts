@@ -31,49 +31,49 @@ describe('renderChildren', () => {
       spec: {},
       canaryWeight: null,
       apply: ['Deployment/shop', 'Service/shop'],
-      absent: ['Deployment/shop-canary', 'Service/shop-stable', 'Service/shop-canary', 'HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop', 'HTTPRoute/shop'],
+      absent: ['Deployment/shop-canary', 'Service/shop-stable', 'Service/shop-canary', 'HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop', 'TraefikService/shop-mirror', 'HTTPRoute/shop'],
     },
     {
       name: 'everything, steady state',
       spec: { ...full, serviceMesh: { enabled: true } },
       canaryWeight: null,
       apply: ['PersistentVolumeClaim/shop', 'Deployment/shop', 'Service/shop', 'HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop'],
-      absent: ['Deployment/shop-canary', 'Service/shop-stable', 'Service/shop-canary', 'HTTPRoute/shop'],
+      absent: ['Deployment/shop-canary', 'Service/shop-stable', 'Service/shop-canary', 'TraefikService/shop-mirror', 'HTTPRoute/shop'],
     },
     {
       name: 'everything, rollout in flight',
       spec: { ...full, ...withCanary() },
       canaryWeight: 25,
       apply: ['PersistentVolumeClaim/shop', 'Deployment/shop', 'Deployment/shop-canary', 'Service/shop', 'HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop'],
-      absent: ['Service/shop-stable', 'Service/shop-canary', 'HTTPRoute/shop'],
+      absent: ['Service/shop-stable', 'Service/shop-canary', 'TraefikService/shop-mirror', 'HTTPRoute/shop'],
     },
     {
       name: 'canary enabled in the spec but no rollout in flight',
       spec: withCanary(),
       canaryWeight: null,
       apply: ['Deployment/shop', 'Service/shop', 'DestinationRule/shop', 'VirtualService/shop'],
-      absent: ['Deployment/shop-canary', 'Service/shop-stable', 'Service/shop-canary', 'HorizontalPodAutoscaler/shop', 'HTTPRoute/shop'],
+      absent: ['Deployment/shop-canary', 'Service/shop-stable', 'Service/shop-canary', 'HorizontalPodAutoscaler/shop', 'TraefikService/shop-mirror', 'HTTPRoute/shop'],
     },
     {
       name: 'Gateway API router, steady state: a Service of stable pods and the route to it, no mesh objects',
       spec: gateway(),
       canaryWeight: null,
       apply: ['Deployment/shop', 'Service/shop', 'Service/shop-stable', 'HTTPRoute/shop'],
-      absent: ['Deployment/shop-canary', 'Service/shop-canary', 'HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop'],
+      absent: ['Deployment/shop-canary', 'Service/shop-canary', 'HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop', 'TraefikService/shop-mirror'],
     },
     {
       name: 'Gateway API router, rollout in flight: the canary\'s Service too',
       spec: gateway(),
       canaryWeight: 30,
       apply: ['Deployment/shop', 'Deployment/shop-canary', 'Service/shop', 'Service/shop-stable', 'Service/shop-canary', 'HTTPRoute/shop'],
-      absent: ['HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop'],
+      absent: ['HorizontalPodAutoscaler/shop', 'DestinationRule/shop', 'VirtualService/shop', 'TraefikService/shop-mirror'],
     },
     {
       name: 'Gateway API router with the mesh on: the mesh\'s objects carry no canary, the route does',
       spec: gateway(true),
       canaryWeight: 30,
       apply: ['Deployment/shop', 'Deployment/shop-canary', 'Service/shop', 'Service/shop-stable', 'Service/shop-canary', 'DestinationRule/shop', 'VirtualService/shop', 'HTTPRoute/shop'],
-      absent: ['HorizontalPodAutoscaler/shop'],
+      absent: ['HorizontalPodAutoscaler/shop', 'TraefikService/shop-mirror'],
     },
   ];
   for (const { name, spec, canaryWeight, apply, absent } of cases) {
@@ -115,6 +115,7 @@ describe('renderChildren', () => {
       { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', namespace: 'prod', name: 'shop' },
       { apiVersion: 'networking.istio.io/v1', kind: 'DestinationRule', namespace: 'prod', name: 'shop' },
       { apiVersion: 'networking.istio.io/v1', kind: 'VirtualService', namespace: 'prod', name: 'shop' },
+      { apiVersion: 'traefik.io/v1alpha1', kind: 'TraefikService', namespace: 'prod', name: 'shop-mirror' },
       { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', namespace: 'prod', name: 'shop' },
     ]);
   });
@@ -123,10 +124,17 @@ describe('renderChildren', () => {
     assert.throws(() => renderChildren(clusterApp(), { canary: { weight: 10 } }), /cannot route a canary: it has no router/);
   });
 
+  test('on Traefik a mirror is a TraefikService the route sends stable\'s share through', () => {
+    const traefik = { ...gateway(), traffic: { router: 'gatewayAPI', gatewayAPI: { parentRefs: [{ name: 'edge' }], implementation: 'traefik' } } };
+    const withMirror = renderChildren(clusterApp(traefik), { canary: { weight: 10, mirror: 20 } });
+    assert.ok(kinds(withMirror).apply.includes('TraefikService/shop-mirror'));
+    assert.ok(kinds(renderChildren(clusterApp(traefik), { canary: { weight: 10 } })).absent.includes('TraefikService/shop-mirror'));
+  });
+
   test('the children a rollout owns follow the router', () => {
     const owned = (spec: Parameters<typeof clusterApp>[0]) => children.filter((c) => c.rolloutOwned(clusterApp(spec))).map((c) => `${c.of.kind}/${c.name({ metadata: { name: 'shop' } })}`);
     assert.deepEqual(owned(withCanary()), ['Deployment/shop-canary', 'DestinationRule/shop', 'VirtualService/shop']);
-    assert.deepEqual(owned(gateway(true)), ['Deployment/shop-canary', 'Service/shop-canary', 'HTTPRoute/shop']);
+    assert.deepEqual(owned(gateway(true)), ['Deployment/shop-canary', 'Service/shop-canary', 'TraefikService/shop-mirror', 'HTTPRoute/shop']);
   });
 });
 
@@ -135,7 +143,7 @@ describe('the table of children', () => {
     assert.equal(new Set(finalizeOrder).size, children.length);
     assert.ok(children.every((c) => finalizeOrder.includes(c)));
     assert.equal(finalizeOrder[0]?.of.kind, 'HTTPRoute');
-    assert.equal(finalizeOrder[1]?.of.kind, 'VirtualService');
+    assert.equal(finalizeOrder[1]?.of.kind, 'TraefikService');
     assert.equal(finalizeOrder.at(-1)?.of.kind, 'PersistentVolumeClaim');
   });
 

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { routeShape } from '../../activities/routers/gateway-api.ts';
-import { readHTTPRouteWeights, renderHTTPRoute, renderRouteService, routePort } from '../../render/gateway.ts';
+import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService, renderRouteService, routePort } from '../../render/gateway.ts';
 import { clusterApp } from '../fixtures/applications.ts';
 
 const app = (over: object = {}) => clusterApp({
@@ -87,7 +87,7 @@ describe('routeShape: rendered and read back compare equal until someone edits t
   const asRead = JSON.parse(JSON.stringify(rendered)) as typeof rendered & { spec: { parentRefs: object[] } };
   asRead.spec.parentRefs = [{ group: 'gateway.networking.k8s.io', kind: 'Gateway', name: 'edge', namespace: 'gateways' }];
   const header = asRead.spec.rules[0]!;
-  header.backendRefs = [{ group: '', kind: 'Service', name: 'shop-canary', port: 80, weight: 1 } as never];
+  header.backendRefs = [{ group: '', kind: 'Service', name: 'shop-canary', port: 80, weight: 1 }];
   test('defaults do not count as a change', () => assert.deepEqual(routeShape(asRead), routeShape(rendered)));
   test('a hand edit of a weight does', () => {
     const edited = JSON.parse(JSON.stringify(asRead)) as typeof asRead;
@@ -98,5 +98,25 @@ describe('routeShape: rendered and read back compare equal until someone edits t
     const edited = JSON.parse(JSON.stringify(asRead)) as typeof asRead;
     delete edited.spec.rules[1]!.filters;
     assert.notDeepEqual(routeShape(edited), routeShape(rendered));
+  });
+});
+
+describe('on Traefik: a mirror through its mirroring service', () => {
+  const traefik = () => app({ implementation: 'traefik' });
+  test('the weighted rule sends stable\'s share through <app>-mirror, which copies the percent to the canary; no RequestMirror filter', () => {
+    const r = renderHTTPRoute(traefik(), { canary: { weight: 10, mirror: 30 } });
+    assert.deepEqual(r.spec.rules.at(-1), {
+      matches: [{ path: { type: 'PathPrefix', value: '/' } }],
+      backendRefs: [{ group: 'traefik.io', kind: 'TraefikService', name: 'shop-mirror', weight: 90 }, { name: 'shop-canary', port: 80, weight: 10 }],
+    });
+    assert.deepEqual(renderMirrorService(traefik(), 30).spec, { mirroring: { name: 'shop-stable', port: 80, mirrors: [{ name: 'shop-canary', port: 80, percent: 30 }] } });
+  });
+  test('without a mirror, the route goes to stable directly, as anywhere', () => {
+    assert.deepEqual(renderHTTPRoute(traefik(), { canary: { weight: 10 } }).spec.rules.at(-1)?.backendRefs, [{ name: 'shop-stable', port: 80, weight: 90 }, { name: 'shop-canary', port: 80, weight: 10 }]);
+  });
+  test('read back with its mirroring service: stable\'s share and the mirror; without it the mirror is not counted', () => {
+    const r = renderHTTPRoute(traefik(), { canary: { weight: 10, mirror: 30 } });
+    assert.deepEqual(readHTTPRouteWeights(r, traefik(), renderMirrorService(traefik(), 30)), { stable: 90, canary: 10, total: 100, headerRoute: false, mirror: 30 });
+    assert.deepEqual(readHTTPRouteWeights(r, traefik(), null), { stable: 0, canary: 10, total: 100, headerRoute: false, mirror: 0 });
   });
 });
