@@ -1,16 +1,14 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
-import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, CANARY_SUBSET, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
+import { parseApplication, routerOf, type Application } from '../api/application.ts';
+import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import {
-  readRouteWeights, renderDestinationRule, renderVirtualService, routesToCanary, type CanaryRoute, type RoutesOf, type RouteWeights, type VirtualService,
-} from '../render/istio.ts';
-import { rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment } from '../reconcile/status.ts';
-import { reachesCanary, routable, sameRoute } from '../workflows/rollout/decide.ts';
+import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
+import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
+import { routerFor } from './routers/router.ts';
 import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, PlanInput, RouteInput } from './types.ts';
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
@@ -31,74 +29,79 @@ async function readApp(deps: ActivityDeps, c: CanaryRef): Promise<Application> {
 
 /** The app as the plan sees it: the renderers take the canary's version and image from the spec, the plan fixes them. */
 function withPlan(app: Application, plan: RolloutPlan): Application {
-  const canary = app.spec.serviceMesh?.canary;
+  return withCanary(app, { canaryVersion: plan.version, image: plan.image });
+}
+
+/** The app with the rollout's canary version, for the routers (the spec may have moved on to another canary). */
+function withVersion(app: Application, version: string): Application {
+  return withCanary(app, { canaryVersion: version });
+}
+
+function withCanary(app: Application, canary: { canaryVersion: string; image?: string }): Application {
+  const mesh = app.spec.serviceMesh;
   return {
     ...app,
     spec: {
       ...app.spec,
       serviceMesh: {
-        ...app.spec.serviceMesh!,
-        canary: { ...canary!, enabled: true, canaryVersion: plan.version, image: plan.image },
+        enabled: mesh?.enabled ?? false,
+        trafficPolicy: mesh?.trafficPolicy ?? { connectionTimeout: '10s', loadBalancer: 'ROUND_ROBIN' },
+        ...mesh,
+        canary: { ...mesh!.canary!, enabled: true, ...canary },
       },
     },
   };
 }
 
-/** Creates the canary Deployment and the DestinationRule's canary subset, with the route at 0% (idempotent). */
+/**
+ * Creates the canary Deployment and what its router needs to route to it (Istio's canary subset, the Gateway API's
+ * canary Service), idempotently; for a new canary also its route at 0%: the routes the Application's last pass
+ * applied have no canary yet, and the first gate check must find what the rollout set.
+ */
 export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = withPlan(await readApp(deps, input), input.plan);
   await deps.kube.apply(renderCanaryDeployment(app) as KubeObject, { fieldManager: FIELD_MANAGER });
   heartbeat('canary deployment applied');
-  await deps.kube.apply(renderDestinationRule(app, { canary: true }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
+  await routerFor(app).prepare(deps, app, input.route);
 }
 
 /**
- * What a gate check needs, read in one go: the canary's ready replicas and restarts, the routes the VirtualService
- * really has (compared with what the rollout last set: a hand edit shows here), and whether the DestinationRule
- * still has the canary's subset.
+ * What a gate check needs, read in one go: the canary's ready replicas and restarts, what its router's objects
+ * really route (compared with what the rollout last set: a hand edit shows here), and whether what the canary is
+ * routed to still exists. An Application that no longer parses is judged on its pods alone.
  */
 export async function observeCanary(deps: ActivityDeps, input: RouteInput): Promise<CanaryObservation> {
-  const [health, vs, dr, raw] = await Promise.all([
-    canaryHealth(deps, input),
-    deps.kube.get<VirtualService>(childRef(input, kinds.virtualService)),
-    deps.kube.get<{ spec?: { subsets?: { name?: string; labels?: Record<string, string> }[] } }>(childRef(input, kinds.destinationRule)),
-    deps.kube.get(appRef(input)),
-  ]);
-  const subset = (dr?.spec?.subsets ?? []).some((s) => s.name === CANARY_SUBSET && s.labels?.[LABEL_VERSION] === input.version);
+  const [health, raw] = await Promise.all([canaryHealth(deps, input), deps.kube.get(appRef(input))]);
   const parsed = raw ? parseApplication(raw) : null;
-  // What the VirtualService should route, rendered from today's spec (a changed retry policy shows as drift too).
-  const asIntended = !parsed?.ok || (vs !== null && sameJson(vs.spec.http, renderVirtualService(parsed.app, { canary: input.route }).spec.http));
-  return { health, routed: readRouteWeights(vs), asIntended, subset };
+  if (!parsed?.ok) return { health, routed: null, asIntended: true, target: true };
+  const app = withVersion(parsed.app, input.version);
+  const seen = await routerFor(app).observe(deps, app, input.route);
+  return { health, ...seen };
 }
 
-/** Equal as JSON, whatever the order of keys (the API server stores objects with sorted keys). */
-function sameJson(a: unknown, b: unknown): boolean {
-  const canonical = (v: unknown): unknown => (Array.isArray(v) ? v.map(canonical)
-    : v && typeof v === 'object' ? Object.fromEntries(Object.entries(v).sort(([x], [y]) => x.localeCompare(y)).map(([k, x]) => [k, canonical(x)])) : v);
-  return JSON.stringify(canonical(a)) === JSON.stringify(canonical(b));
-}
-
-/** Ready replicas and container restarts of the canary's pods. */
+/**
+ * Ready replicas and container restarts of the canary's pods, and what keeps one from running (the pods go with a
+ * rollback: the verdict that names the problem is what is left of it).
+ */
 async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
   const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
-  const pods = await deps.kube.list<{ status?: { containerStatuses?: { restartCount?: number }[] } }>(
+  const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
     `${LABEL_NAME}=${input.name},${LABEL_VERSION}=${input.version}`,
   );
   const restarts = pods.items.reduce((n, p) => n + (p.status?.containerStatuses ?? []).reduce((m, c) => m + (c.restartCount ?? 0), 0), 0);
-  return { exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts };
-}
-
-/** Reads the VirtualService back: the routes the mesh will actually use. */
-async function readWeights(deps: ActivityDeps, c: CanaryRef): Promise<RouteWeights | null> {
-  return readRouteWeights(await deps.kube.get<RoutesOf>(childRef(c, kinds.virtualService)));
+  const issue = podIssue(pods.items);
+  return {
+    exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts,
+    ...(issue ? { issue: { reason: issue.reason, message: issue.message } } : {}),
+  };
 }
 
 /**
- * Routes to the canary what `route` says (a weight, a header route, a mirror) and verifies it by reading the
- * VirtualService back. Refuses (non-retryable CanaryNotReady) to send any request to a canary without a ready
- * replica.
+ * Routes to the canary what `route` says (a weight, a header route, a mirror) through the Application's router, and
+ * verifies it by reading the routes back. Refuses (non-retryable CanaryNotReady) to send any request to a canary
+ * without a ready replica.
  */
 export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Promise<RouteWeights> {
   const { route } = input;
@@ -108,15 +111,8 @@ export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Pro
       throw ApplicationFailure.nonRetryable(`refusing to route to a canary with 0 ready replicas (${describeRoute(route)})`, FailureType.CanaryNotReady);
     }
   }
-  const app = await readApp(deps, input);
-  const rendered = renderVirtualService(app, { canary: route });
-  await deps.kube.apply(rendered as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
-  const read = await readWeights(deps, input);
-  const expected = readRouteWeights(rendered);
-  if (!read || !sameJson(read, expected)) {
-    throw new Error(`VirtualService read back as ${JSON.stringify(read)}, expected ${JSON.stringify(expected)}`);
-  }
-  return read;
+  const app = withVersion(await readApp(deps, input), input.version);
+  return routerFor(app).setRoute(deps, app, route);
 }
 
 /** A route in words, for messages. */
@@ -125,26 +121,16 @@ function describeRoute(r: CanaryRoute): string {
 }
 
 /**
- * Undo of the whole canary: route 100% to stable (verified), drop the canary subset, delete the canary Deployment.
- * Routes that no longer exist route nothing and are not re-created; in a namespace being deleted, nothing can be
- * created and everything goes anyway, so there the undo is done.
+ * Undo of the whole canary: all traffic to stable through the Application's router (verified), what the router
+ * added for the canary removed, the canary Deployment deleted. Routes that no longer exist route nothing and are
+ * not re-created; in a namespace being deleted, nothing can be created and everything goes anyway, so there the
+ * undo is done.
  */
 export async function removeCanary(deps: ActivityDeps, input: CanaryRef): Promise<void> {
   try {
     const raw = await deps.kube.get(appRef(input));
     const parsed = raw ? parseApplication(raw) : null;
-    if (parsed?.ok && parsed.app.spec.serviceMesh?.enabled) {
-      const app = parsed.app;
-      if (await deps.kube.get(childRef(input, kinds.virtualService))) {
-        await deps.kube.apply(renderVirtualService(app, { canary: null }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
-        const read = await readWeights(deps, input);
-        if (read && (read.stable !== 100 || routesToCanary(read))) throw new Error(`VirtualService read back as ${JSON.stringify(read)} after routing everything to stable`);
-        heartbeat('traffic restored to stable');
-      }
-      if (await deps.kube.get(childRef(input, kinds.destinationRule))) {
-        await deps.kube.apply(renderDestinationRule(app, { canary: false }) as unknown as KubeObject, { fieldManager: FIELD_MANAGER });
-      }
-    }
+    if (parsed?.ok && routerOf(parsed.app.spec)) await routerFor(parsed.app).remove(deps, parsed.app);
     await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
   } catch (err) {
     if (err instanceof KubeError && err.namespaceTerminating) return;

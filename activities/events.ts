@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { hostname } from 'node:os';
 import { API_VERSION, KIND } from '../api/constants.ts';
 import type { Kube } from '../kube/client.ts';
@@ -13,6 +13,11 @@ export interface EventInput {
   action?: string;
   /** The kind of the object the Event is about (default Application; Release for a Release's). */
   kind?: string;
+  /**
+   * The cause the Event reports: Events with the same key on the same object are recorded once (for as long as the
+   * API server keeps Events, an hour by default), however often they are asked for.
+   */
+  key?: string;
 }
 
 /** Records a Kubernetes Event (events.k8s.io/v1) on an Application or a Release, shown by `kubectl describe`. Best effort: never fails a reconcile. */
@@ -21,8 +26,9 @@ export async function recordEvent(kube: Kube, e: EventInput): Promise<void> {
   try {
     await kube.create({
       apiVersion: 'events.k8s.io/v1', kind: 'Event',
-      // Named like kubectl's events (<object>.<unique suffix>); generateName rejects a trailing dot.
-      metadata: { name: `${e.name}.${Date.now().toString(16)}${randomBytes(4).toString('hex')}`, namespace: e.namespace },
+      // Named like kubectl's events (<object>.<unique suffix>); generateName rejects a trailing dot. A keyed Event's
+      // name comes from its key, so a second create of it is refused as already there (and ignored below).
+      metadata: { name: `${e.name}.${e.key ? keySuffix(e) : `${Date.now().toString(16)}${randomBytes(4).toString('hex')}`}`, namespace: e.namespace },
       eventTime: now,
       reportingController: 'myapp.example.com/application-operator',
       reportingInstance: hostname(),
@@ -35,4 +41,9 @@ export async function recordEvent(kube: Kube, e: EventInput): Promise<void> {
   } catch {
     // Events are a courtesy to kubectl describe; losing one must not fail or retry the work it describes.
   }
+}
+
+/** A name suffix for a keyed Event: the same for the same object (by uid, so a re-created one starts afresh) and cause. */
+function keySuffix(e: EventInput): string {
+  return createHash('sha256').update(`${e.kind ?? KIND}/${e.uid ?? e.name}/${e.key}`).digest('hex').slice(0, 20);
 }

@@ -5,7 +5,7 @@ import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
-import { desiredStatus, needsPods, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
+import { degradedEvent, desiredStatus, needsPods, podIssue, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
 import { rolloutKey, rolloutPlan } from '../reconcile/canary-plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
@@ -75,7 +75,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     // During a rollout the children the table marks rolloutOwned belong to the rollout workflow. A workflow that does
     // not know yet whether one is in flight (a fresh run) leaves them to the rollout status names.
     const active = input.rolloutActive ?? inFlight(app);
-    const ours = (c: { child: { rolloutOwned: boolean } }) => !(active && c.child.rolloutOwned);
+    const ours = (c: { child: { rolloutOwned: (a: Application) => boolean } }) => !(active && c.child.rolloutOwned(app));
     const apply = desired.apply.filter(ours).map((c) => c.object);
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
@@ -108,6 +108,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   const observed = await observe(deps, app, answered);
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
   const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app));
+  const warning = written ? degradedEvent(raw.status?.conditions, status.conditions, podIssue(observed.pods) ?? undefined) : null;
+  // Keyed by its cause: a problem that outlives many passes is one Event (the API server refuses the same key twice).
+  if (warning) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', ...warning });
   await event;
   const plan = rolloutPlan(app);
   const last = app.status?.canary;

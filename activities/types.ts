@@ -1,6 +1,6 @@
 // Inputs and outputs of the activities, shared with the workflows that call them (as types only).
 import type { RolloutPhase } from '../api/constants.ts';
-import type { CanaryRoute, RouteWeights } from '../render/istio.ts';
+import type { CanaryRoute, RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 
 export interface ReconcileInput {
@@ -53,6 +53,8 @@ export interface CanaryRef {
 
 export interface PlanInput extends CanaryRef {
   plan: RolloutPlan;
+  /** prepareCanary: route this to the canary as well (a new canary's 0%); absent leaves the routes as they are. */
+  route?: CanaryRoute;
 }
 
 export interface RouteInput extends CanaryRef {
@@ -65,6 +67,8 @@ export interface CanaryHealth {
   readyReplicas: number;
   desiredReplicas: number;
   restarts: number;
+  /** What keeps a canary pod from running (ImagePullBackOff, CreateContainerConfigError...), naming the pod and container. */
+  issue?: { reason: string; message: string };
 }
 
 /** One metric judged once: what was asked, what came back, and what it means. */
@@ -83,15 +87,15 @@ export interface AnalysisVerdict {
   dryRun?: boolean;
 }
 
-/** What a gate check sees of the canary: its pods, and its routes as the mesh will use them. */
+/** What a gate check sees of the canary: its pods, and its routes as its router will use them. */
 export interface CanaryObservation {
   health: CanaryHealth;
-  /** The routes read back from the VirtualService; null when there is no VirtualService. */
+  /** The routes read back from the router's objects; null when they do not exist. */
   routed: RouteWeights | null;
-  /** The VirtualService routes exactly what the rollout last set (no hand edit, nothing missing). */
+  /** The router's objects route exactly what the rollout last set (no hand edit, nothing missing). */
   asIntended: boolean;
-  /** The DestinationRule has the canary's subset. */
-  subset: boolean;
+  /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
+  target: boolean;
 }
 
 export interface MetricsInput extends CanaryRef {

@@ -5,7 +5,7 @@
 // value", "should be less than or equal to") so both read alike in a status condition.
 
 import { z } from 'zod';
-import { API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, RolloutPhase, STABLE_VERSION } from './constants.ts';
+import { API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, type RouterName } from './constants.ts';
 import { parseQuantity } from './quantity.ts';
 import {
   DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE, WHITESPACE, bool, digestOk, duration, int, intOrString, issuesMessage, list, oneOf,
@@ -313,15 +313,33 @@ const canarySchema = z
     }
   });
 
-const serviceMeshSchema = z
+const serviceMeshSchema = z.object({
+  enabled: bool().default(false),
+  trafficPolicy: trafficPolicySchema.prefault({}),
+  canary: canarySchema.optional(),
+});
+
+const HOSTNAME = /^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+const trafficSchema = z
   .object({
-    enabled: bool().default(false),
-    trafficPolicy: trafficPolicySchema.prefault({}),
-    canary: canarySchema.optional(),
+    router: oneOf(ROUTERS).optional(),
+    gatewayAPI: z
+      .object({
+        parentRefs: list(z.object({
+          name: str(253).refine((s) => DNS1123_SUBDOMAIN.test(s), "parentRefs[].name must be a DNS subdomain (lowercase letters, digits, '-' and '.')"),
+          namespace: str(63).refine((s) => DNS1123_LABEL.test(s), "parentRefs[].namespace must be a DNS label (lowercase letters, digits and '-')").optional(),
+          sectionName: str(253).refine((s) => DNS1123_SUBDOMAIN.test(s), "parentRefs[].sectionName must be a DNS subdomain (lowercase letters, digits, '-' and '.')").optional(),
+        }), 16).refine((l) => l.length >= 1, 'should have at least 1 items'),
+        hostnames: list(str(253).refine((s) => HOSTNAME.test(s), 'hostnames[] must be a lowercase host name such as shop.example.com (or *.example.com), without a port'), 16).optional(),
+        path: str(1024).refine((s) => s.startsWith('/'), "traffic.gatewayAPI.path must start with '/'").default('/'),
+        implementation: oneOf(['generic', 'traefik']).default('generic'),
+      })
+      .optional(),
   })
-  .superRefine((m, ctx) => {
-    if (m.canary?.enabled && !m.enabled) {
-      ctx.addIssue({ code: 'custom', path: ['canary', 'enabled'], message: 'serviceMesh.enabled must be true when canary is enabled' });
+  .superRefine((t, ctx) => {
+    if (t.router === 'gatewayAPI' && !t.gatewayAPI) {
+      ctx.addIssue({ code: 'custom', path: ['gatewayAPI'], message: 'traffic.gatewayAPI (the Gateway to attach to) is required when traffic.router is gatewayAPI' });
     }
   });
 
@@ -342,9 +360,19 @@ export const applicationSpecSchema = z
     storage: storageSchema.optional(),
     healthCheck: healthCheckSchema.prefault(DEFAULT_HEALTH_CHECK),
     autoscaling: autoscalingSchema.optional(),
+    traffic: trafficSchema.optional(),
     serviceMesh: serviceMeshSchema.optional(),
   }, { error: typeError('object') })
   .superRefine((spec, ctx) => {
+    if (spec.serviceMesh?.canary?.enabled && !spec.serviceMesh.enabled && spec.traffic?.router !== 'gatewayAPI') {
+      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'enabled'], message: 'a canary needs a router: serviceMesh.enabled (Istio) or traffic.router: gatewayAPI' });
+    }
+    if (spec.traffic?.router === 'istio' && !spec.serviceMesh?.enabled) {
+      ctx.addIssue({ code: 'custom', path: ['traffic', 'router'], message: 'traffic.router istio needs serviceMesh.enabled' });
+    }
+    if (spec.traffic?.router === 'gatewayAPI' && spec.traffic.gatewayAPI?.implementation !== 'traefik' && spec.serviceMesh?.canary?.analysis?.metrics.some((m) => m.template !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'analysis', 'metrics'], message: 'the built-in templates read Istio\'s or Traefik\'s metrics: through the Gateway API they need traffic.gatewayAPI.implementation traefik (or write a query)' });
+    }
     const storage = spec.storage;
     if (storage && spec.configMaps?.some((c) => c.mountPath === storage.mountPath)) {
       ctx.addIssue({ code: 'custom', path: ['storage', 'mountPath'], message: 'storage.mountPath must differ from every configMaps[].mountPath' });
@@ -427,6 +455,7 @@ export type ApplicationSpec = z.output<typeof applicationSpecSchema>;
 export type ApplicationSpecInput = z.input<typeof applicationSpecSchema>;
 export type ApplicationStatus = z.output<typeof applicationStatusSchema>;
 export type CanarySpec = z.output<typeof canarySchema>;
+export type TrafficSpec = z.output<typeof trafficSchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
 export type AnalysisSpec = z.output<typeof analysisSchema>;
 export type RouteMatch = z.output<typeof routeMatchSchema>;
@@ -440,6 +469,11 @@ export function parseApplication(obj: unknown): ParseResult {
   const result = applicationSchema.safeParse(obj);
   if (result.success) return { ok: true, app: result.data };
   return { ok: false, reason: Reason.InvalidSpec, message: issuesMessage(result.error) };
+}
+
+/** The router a canary's traffic goes through: spec.traffic.router, else Istio when the mesh is on; none otherwise. */
+export function routerOf(spec: Pick<ApplicationSpec, 'traffic' | 'serviceMesh'>): RouterName | undefined {
+  return spec.traffic?.router ?? (spec.serviceMesh?.enabled ? 'istio' : undefined);
 }
 
 /**

@@ -25,6 +25,16 @@ export const CANARY_SUBSET = 'canary';
 export const ROUTE_NAME = 'primary';
 
 export const ISTIO_API_VERSION = 'networking.istio.io/v1';
+export const GATEWAY_API_VERSION = 'gateway.networking.k8s.io/v1';
+/** Traefik's own CRDs: its mirroring service stands in for the Gateway API's RequestMirror, which Traefik lacks. */
+export const TRAEFIK_API_VERSION = 'traefik.io/v1alpha1';
+
+/** The routers a canary's traffic can go through (spec.traffic.router). */
+export const ROUTERS = ['istio', 'gatewayAPI'] as const;
+export type RouterName = (typeof ROUTERS)[number];
+
+/** Suffix of the Services a Gateway API route weights: `<app>-stable` (stable pods only) and `<app>-canary`. */
+export const STABLE_SERVICE_SUFFIX = '-stable';
 
 export const FINALIZER = `${GROUP}/finalizer`;
 export const FIELD_MANAGER = 'application-operator';
@@ -161,6 +171,8 @@ export const Reason = {
   AnalysisRecovered: 'AnalysisRecovered',
   RolloutCancelled: 'RolloutCancelled',
   RolloutError: 'RolloutError',
+  /** The rollout put back what a hand edit or a deletion changed (its routes, the canary Deployment or subset). */
+  CanaryRepaired: 'CanaryRepaired',
   /** A rollout whose workflow Temporal lost, taken up again from the Application's status. */
   RolloutRecovered: 'RolloutRecovered',
   /** A rollout whose workflow ended without finishing (terminated, timed out, failed): the Application's workflow rolled it back. */
@@ -199,7 +211,17 @@ export function childName(app: Named): string {
   return app.metadata.name;
 }
 
-/** Name of the canary Deployment of an Application. */
+/** Name of the canary Deployment of an Application (and of its canary Service, under the Gateway API router). */
 export function canaryName(app: Named): string {
   return `${app.metadata.name}-canary`;
+}
+
+/** Name of Traefik's mirroring service of an Application (the Gateway API router on Traefik, while a mirror is set). */
+export function mirrorServiceName(app: Named): string {
+  return `${app.metadata.name}-mirror`;
+}
+
+/** Name of the Service that selects only an Application's stable pods (the Gateway API router weights it). */
+export function stableServiceName(app: Named): string {
+  return `${app.metadata.name}${STABLE_SERVICE_SUFFIX}`;
 }

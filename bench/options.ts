@@ -4,14 +4,19 @@ import { parseArgs } from 'node:util';
 
 const root = resolve(import.meta.dirname, '..');
 
-/** convergence: N apps at once against a floor (the default); latency: one app at a time on an idle operator. */
-export type Scenario = 'convergence' | 'latency';
+/**
+ * convergence: N apps at once against a floor (the default); latency: one app at a time on an idle operator;
+ * waiting: canaries held for a while, and the history events their workflows make per hour.
+ */
+export type Scenario = 'convergence' | 'latency' | 'waiting';
 
 export interface Options {
   scenario: Scenario;
   apps: number;
   /** latency scenario: Applications created (then changed) one at a time. */
   latencySample: number;
+  /** waiting scenario: how long the canaries wait while their history is counted. */
+  waitingMinutes: number;
   workers: number[];
   idleSeconds: number;
   timeoutSeconds: number;
@@ -31,9 +36,13 @@ export type Command = { run: Options } | { report: string };
 
 export const usage = `usage: npm run bench -- --apps N [options]
        npm run bench -- --scenario latency [--latency-sample 50] [--promote-sample 5] [options]
+       npm run bench -- --scenario waiting [--waiting-minutes 5]
   --scenario S             convergence (default): N apps at once, floor, cost, idle, memory, promote;
                            latency: one operator process, idle but for one app at a time: create -> Running,
-                           spec change -> applied, and promote, each timed per app (no floor)
+                           spec change -> applied, and promote, each timed per app (no floor);
+                           waiting: canaries waiting at an approval with the default settings (one under a blind
+                           analysis), and the Temporal history events their workflows make per hour
+  --waiting-minutes M      waiting: how long they wait while counted (default 5)
   --apps N                 Applications per run (required for convergence)
   --latency-sample L       latency: Applications created one at a time, then changed one at a time (default 50)
   --workers K[,K2...]      convergence: worker processes per run: 1 in --mode all plus K-1 in --mode worker (default 1); a list runs each in turn
@@ -58,6 +67,7 @@ export function parseOptions(argv: string[]): Command {
       scenario: { type: 'string', default: 'convergence' },
       apps: { type: 'string' },
       'latency-sample': { type: 'string', default: '50' },
+      'waiting-minutes': { type: 'string', default: '5' },
       workers: { type: 'string' },
       'idle-seconds': { type: 'string', default: '60' },
       'timeout-seconds': { type: 'string' },
@@ -87,17 +97,17 @@ export function parseOptions(argv: string[]): Command {
     return n;
   };
   const scenario = values.scenario;
-  if (scenario !== 'convergence' && scenario !== 'latency') throw new Error(`--scenario must be convergence or latency (got ${scenario})\n${usage}`);
+  if (scenario !== 'convergence' && scenario !== 'latency' && scenario !== 'waiting') throw new Error(`--scenario must be convergence, latency or waiting (got ${scenario})\n${usage}`);
   const latencySample = int('latency-sample', values['latency-sample'], 1);
   // The latency scenario runs one operator process on its own sample: --apps and --workers are not its knobs.
   if (scenario === 'latency' && (values.apps !== undefined || (values.workers !== undefined && values.workers !== '1'))) {
     throw new Error(`--scenario latency runs one operator process on --latency-sample apps; --apps and --workers are for the convergence scenario\n${usage}`);
   }
-  const apps = scenario === 'latency' ? latencySample : int('apps', values.apps, 1);
-  const workers = scenario === 'latency' ? [1] : (values.workers ?? '1').split(',').map((w) => int('workers', w.trim(), 1));
+  const apps = scenario === 'latency' ? latencySample : scenario === 'waiting' ? 2 : int('apps', values.apps, 1);
+  const workers = scenario !== 'convergence' ? [1] : (values.workers ?? '1').split(',').map((w) => int('workers', w.trim(), 1));
   return {
     run: {
-      scenario, apps, latencySample, workers,
+      scenario, apps, latencySample, workers, waitingMinutes: int('waiting-minutes', values['waiting-minutes'], 1),
       idleSeconds: int('idle-seconds', values['idle-seconds'], 0),
       timeoutSeconds: values['timeout-seconds'] ? int('timeout-seconds', values['timeout-seconds'], 1) : scenario === 'latency' ? 60 : 300 + Math.ceil(apps / 2),
       promoteSample: int('promote-sample', values['promote-sample'], 0),

@@ -10,7 +10,7 @@
 //
 // The same stack, no floor: one operator process times one app at a time (create -> Running, spec change ->
 // applied, promote) and writes results/bench-latency-<time>.json.
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { down, kubectl } from '../stack/stack.ts';
 import { closeTemporal, kubeApi, temporalClient } from '../testkit/apps.ts';
@@ -22,6 +22,7 @@ import { importCosts } from './memory.ts';
 import type { Ctx } from './context.ts';
 import { runFloor } from './floor.ts';
 import { runLatency } from './latency.ts';
+import { runWaiting } from './waiting.ts';
 import { runOperator, type RunResult } from './operator-run.ts';
 import { parseOptions } from './options.ts';
 import { definitions, latencyDefinitions, latencyTargets, printReport, setup, targets, writeResults, type Report } from './report.ts';
@@ -47,8 +48,8 @@ async function main(): Promise<number> {
   const nodes = Math.ceil(pods / 4000) + 1;
   const { machine, versions } = await setup();
   const latencyScenario = opts.scenario === 'latency';
-  // What importing costs is the convergence scenario's memory story; the latency scenario skips it.
-  const imports = latencyScenario ? undefined : await phase('memory: what importing the operator\'s modules costs (fresh processes)', () => importCosts());
+  // What importing costs is the convergence scenario's memory story; the other scenarios skip it.
+  const imports = opts.scenario !== 'convergence' ? undefined : await phase('memory: what importing the operator\'s modules costs (fresh processes)', () => importCosts());
   progress(`benchmark: ${command}`);
   progress(`machine: ${String(machine['cores'])} cores (${String(machine['cpu'])}), ${String(machine['memoryGiB'])} GiB; load average ${String(machine['loadAtStart'])}`);
   progress(`versions: ${Object.entries(versions).map(([k, v]) => `${k} ${v}`).join(', ')}`);
@@ -56,7 +57,7 @@ async function main(): Promise<number> {
   progress(`code: commit ${git.commit}${git.dirty.length ? ` + uncommitted changes in ${git.dirty.join(', ')}` : ''}`);
 
   const stamp = startedAt.toISOString().replace(/[-:]/g, '').replace(/\..*/, '').replace('T', '-');
-  const base = join(opts.out, latencyScenario ? `bench-latency-${stamp}` : `bench-${opts.apps}apps-w${opts.workers.join('_')}-${stamp}`);
+  const base = join(opts.out, opts.scenario !== 'convergence' ? `bench-${opts.scenario}-${stamp}` : `bench-${opts.apps}apps-w${opts.workers.join('_')}-${stamp}`);
   // Operator logs and probe files are kept with the results (the stack's own logs go with its state dir).
   const logDir = `${base}-logs`;
   await mkdir(logDir, { recursive: true });
@@ -110,6 +111,17 @@ async function main(): Promise<number> {
     cleanups.push(() => Promise.resolve(load.stop()));
     const ctx: Ctx = { opts, info, api, kube: await kubeApi(), temporal: await temporalClient(), bundleSource, logDir, cleanups, load, operatorPids };
 
+    if (opts.scenario === 'waiting') {
+      const from = Date.now();
+      const waiting = await runWaiting(ctx);
+      const loadSummary = load.summary(from, Date.now());
+      await mkdir(opts.out, { recursive: true });
+      await writeFile(`${base}.json`, JSON.stringify({ command, startedAt: startedAt.toISOString(), machine, versions, code: { commit: git.commit, uncommitted: git.dirty }, load: loadSummary, waiting }, null, 2));
+      console.log(`\nwaiting ${waiting.minutes} min, default settings (${String(machine['cores'])} cores, load ${JSON.stringify(loadSummary)}):`);
+      for (const r of waiting.rollouts) console.log(`  ${r.name.padEnd(10)} ${String(r.eventsPerHour).padStart(6)} rollout events/hour, ${r.runs} run(s); Application workflow ${r.appEventsPerHour}/hour — ${r.what}`);
+      console.log(`results: ${base}.json`);
+      return 0;
+    }
     if (latencyScenario) {
       const latency = await runLatency(ctx);
       const report: Report = {

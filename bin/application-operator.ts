@@ -3,21 +3,17 @@
 // talk to an Application's workflows through Temporal (also as the kubectl plugin `kubectl app ...`).
 import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
-import { runOperator } from '../operator/main.ts';
+import { runOperatorProcess } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
 import { codecServerConfig, runCodecServer, withCodecServerOptions } from '../operator/codec-server.ts';
-import { appStatus, control, defaultNamespace, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
+import { appStatus, control, defaultNamespace, formatFailing, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
 import { formatHistory, rolloutHistory } from '../client/history.ts';
 import { controlRelease, formatRelease, releaseStatus } from '../client/release.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
-withOperatorOptions(program.command('run').description('run the operator (watcher + worker by default)')).action(async (opts: Record<string, unknown>) => {
-  const running = await runOperator(operatorConfig(opts));
-  const shutdown = () => void running.stop().then(() => process.exit(0));
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
-  await running.done;
+withOperatorOptions(program.command('run').description('run the operator (watcher + worker by default); SIGTERM or SIGINT stops it in any phase: exit 0 once stopped, 1 on failure, on a stop longer than --shutdown-timeout-seconds or on a second signal')).action(async (opts: Record<string, unknown>) => {
+  process.exit(await runOperatorProcess(operatorConfig(opts)));
 });
 
 const actions: Record<ControlAction, string> = {
@@ -65,9 +61,17 @@ withTarget(program.command('status').description("show the Application's workflo
       }
       if (!s.app) console.log(`${ns}/${app}: no running Application workflow (the Application was deleted?)`);
       else console.log(`${ns}/${app}: ${s.app.phase ?? 'unknown'} (generation ${s.app.generation ?? '?'}, ${s.app.passes} reconcile passes) ${s.app.message ?? ''}`);
+      const failing = (w: 'application' | 'rollout') => s.failing.filter((f) => f.workflow === w).map((f) => formatFailing(f));
+      // What fails now goes right under what it makes out of date.
+      const appFailing = failing('application');
+      if (appFailing.length) {
+        const older = s.app && s.app.passes > 0 ? '(phase and message above are from the last reconcile pass that succeeded)' : '(no reconcile pass has succeeded yet)';
+        console.log([...appFailing, `  ${older}`].join('\n'));
+      }
       if (s.rollout) console.log(`${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}`);
       else if (s.rolloutResult) console.log(`last rollout: ${formatResult(s.rolloutResult)}`);
       else console.log('no canary rollout');
+      for (const line of failing('rollout')) console.log(line);
     } finally {
       await connection.close();
     }

@@ -5,7 +5,8 @@
 import { API_VERSION, KIND, LABEL_MANAGED_BY, MANAGED_BY, canaryName, childName, isTerminal } from '../api/constants.ts';
 import type { Kube } from '../kube/client.ts';
 import { childKinds, kinds, type ChildKind } from '../render/children.ts';
-import { readRouteWeights, routesToCanary } from '../render/istio.ts';
+import { readRouteWeights } from '../render/istio.ts';
+import { routesToCanary } from '../routing/route.ts';
 import { temporalClient, type Json } from '../testkit/apps.ts';
 import type { OperatorProcess } from '../testkit/operator.ts';
 import { PROGRESS_DEADLINE_S, type Model } from './operations.ts';

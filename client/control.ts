@@ -1,6 +1,6 @@
 // The client side of the operator: control and status of an Application's workflows, for the CLI, the kubectl
 // plugin, the benchmark and the chaos run.
-import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowExecutionDescription, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { hostname, userInfo } from 'node:os';
 import { defaultNamespaceOf } from '../kube/config.ts';
@@ -109,6 +109,41 @@ export interface AppStatus {
   rolloutStatus?: string;
   /** The outcome of the last rollout when it is over. */
   rolloutResult?: RolloutResult;
+  /** What keeps failing right now in either workflow (an API server out of reach, a refusal): the rest is older. */
+  failing: FailingActivity[];
+}
+
+/** An activity that is being retried now, after failing: the workflow's state is from before it. */
+export interface FailingActivity {
+  workflow: 'application' | 'rollout';
+  /** The activity's type (reconcileApplication, checkCanary...). */
+  activity: string;
+  attempt: number;
+  /** Its last failure. */
+  error: string;
+  /** When the last attempt failed (ISO). */
+  failedAt?: string;
+}
+
+/** What of a pending activity (as DescribeWorkflowExecution answers it) says whether and how it fails. */
+interface PendingActivity {
+  activityType?: { name?: string | null } | null;
+  attempt?: number | null;
+  lastFailure?: { message?: string | null } | null;
+  /** A protobuf Timestamp: seconds as a number or a Long (whose string is the number). */
+  lastAttemptCompleteTime?: { seconds?: { toString(): string } | number | null } | null;
+}
+
+/** The pending activities of a workflow that have failed at least once, as FailingActivity. */
+export function failingActivities(workflow: FailingActivity['workflow'], pending: readonly PendingActivity[] | null | undefined): FailingActivity[] {
+  return (pending ?? []).flatMap((a) => {
+    if (!a.lastFailure) return [];
+    const at = a.lastAttemptCompleteTime?.seconds;
+    return [{
+      workflow, activity: a.activityType?.name ?? '?', attempt: a.attempt ?? 0, error: a.lastFailure.message ?? '?',
+      ...(at !== undefined && at !== null ? { failedAt: new Date(Number(at) * 1000).toISOString() } : {}),
+    }];
+  });
 }
 
 /**
@@ -118,17 +153,23 @@ export interface AppStatus {
 export async function appStatus(client: Client, namespace: string, name: string): Promise<AppStatus> {
   const appHandle = client.workflow.getHandle(applicationWorkflowId(namespace, name));
   const app = await withWorker(client, appHandle, () => appHandle.query(stateQuery));
+  const appFailing = app ? failingActivities('application', (await describeOrNull(appHandle))?.raw.pendingActivities) : [];
   const rh = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
-  const d = await rh.describe().catch((err: unknown) => {
+  const d = await describeOrNull(rh);
+  if (!d) return { app, rollout: null, failing: appFailing };
+  if (d.status.name !== 'RUNNING') {
+    const result = await closedRollout(rh);
+    return { app, rollout: null, rolloutStatus: d.status.name, ...(result ? { rolloutResult: result } : {}), failing: appFailing };
+  }
+  const rollout = await withWorker(client, rh, () => rh.query(rolloutQuery));
+  return { app, rollout, rolloutStatus: d.status.name, failing: [...appFailing, ...failingActivities('rollout', d.raw.pendingActivities)] };
+}
+
+async function describeOrNull(handle: WorkflowHandle): Promise<WorkflowExecutionDescription | null> {
+  return handle.describe().catch((err: unknown) => {
     if (err instanceof WorkflowNotFoundError) return null;
     throw err;
   });
-  if (!d) return { app, rollout: null };
-  if (d.status.name !== 'RUNNING') {
-    const result = await closedRollout(rh);
-    return { app, rollout: null, rolloutStatus: d.status.name, ...(result ? { rolloutResult: result } : {}) };
-  }
-  return { app, rollout: await withWorker(client, rh, () => rh.query(rolloutQuery)), rolloutStatus: d.status.name };
 }
 
 /** How long a query may wait for a worker before the command says none answers. */
@@ -205,12 +246,35 @@ export function formatRollout(r: RolloutState, now = Date.now()): string {
   const gate = r.gates.at(-1);
   if (gate) {
     const verdict = gate.ok ? 'pass' : gate.grace ? 'FAIL (start-up grace, not counted)' : 'FAIL';
-    lines.push(`  last health gate: ${verdict} — ${gate.reason} (${r.consecutiveFailures} consecutive failures)`);
+    lines.push(`  last health gate (${ago(gate.at, now)}): ${verdict} — ${gate.reason} (${r.consecutiveFailures} consecutive failures)`);
   }
   lines.push(`  deadline ${r.deadlineAt}`);
   if (r.abortedBy) lines.push(`  aborted by ${r.abortedBy}`);
   if (r.reason) lines.push(`  reason ${r.reason}`);
   return lines.join('\n');
+}
+
+/** How long ago an ISO time was, in words ("just now", "12 s ago", "3 min ago", "2 h ago"). */
+export function ago(iso: string, now = Date.now()): string {
+  const s = Math.round((now - Date.parse(iso)) / 1000);
+  if (!Number.isFinite(s)) return iso;
+  if (s < 2) return 'just now';
+  if (s < 120) return `${s} s ago`;
+  if (s < 7200) return `${Math.floor(s / 60)} min ago`;
+  return `${Math.floor(s / 3600)} h ago`;
+}
+
+/** Activities the name of which a person would not recognise, in words. */
+const activityWords: Record<string, string> = { reconcileApplication: 'the reconcile pass', finalizeApplication: 'removing the children' };
+
+/**
+ * One line for what keeps failing now. The states around it (the phase, the rollout's message) come from before
+ * the failure began; this line is the present.
+ */
+export function formatFailing(f: FailingActivity, now = Date.now()): string {
+  const what = activityWords[f.activity] ?? `${f.workflow === 'rollout' ? 'the rollout\'s ' : ''}activity ${f.activity}`;
+  const when = f.failedAt ? `, last ${ago(f.failedAt, now)}` : '';
+  return `  failing now: ${what} (attempt ${f.attempt}${when}): ${f.error}`;
 }
 
 /** One line for a rollout that is over. */

@@ -23,7 +23,12 @@ export class KubeError extends Error {
   get permanent(): boolean {
     // Server-side apply answers a field the schema does not declare with a 500 that no retry can fix.
     const badPatch = this.status === 500 && this.message.includes('failed to create typed patch object');
-    return this.status === 400 || this.status === 422 || this.status === 415 || badPatch;
+    return this.status === 400 || this.status === 422 || this.status === 415 || badPatch || this.unservedType;
+  }
+
+  /** True when the API server does not serve the object's type at all (its CRD is not installed). */
+  get unservedType(): boolean {
+    return this.status === 404 && this.message.includes('the server could not find the requested resource');
   }
 }
 
@@ -240,6 +245,12 @@ export class Kube {
       query: { fieldManager: opts.fieldManager, force: String(opts.force ?? true), ...(opts.dryRun ? { dryRun: 'All' } : {}) },
     });
     return out as T;
+  }
+
+  /** Whether the API server serves a kind (`plural` of `apiVersion`): a CRD that is not installed is not. */
+  async serves(apiVersion: string, plural: string): Promise<boolean> {
+    const list = await this.request<{ resources?: { name?: string }[] }>('GET', apiVersion.includes('/') ? `/apis/${apiVersion}` : `/api/${apiVersion}`, { allowNotFound: true });
+    return (list?.resources ?? []).some((r) => r.name === plural);
   }
 
   /** Reads one object, or null when it does not exist. */

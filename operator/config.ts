@@ -34,6 +34,8 @@ export interface OperatorConfig {
   leaseDurationSeconds: number;
   leaseRenewDeadlineSeconds: number;
   leaseRetryPeriodSeconds: number;
+  /** After SIGTERM or SIGINT, how long stopping may take before the process exits anyway (with code 1). */
+  shutdownTimeoutSeconds: number;
   /** File of AES-256 keys for the payload codec, current key first (off when neither this nor PAYLOAD_ENCRYPTION_KEY is set). */
   payloadEncryptionKeyFile?: string;
   /** The Prometheus canary analysis asks, unless an Application names its own. */
@@ -85,6 +87,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-duration-seconds <s>', 'how long a Lease holds without renewal before another replica may take it').env('LEASE_DURATION_SECONDS').argParser(int).default(15))
     .addOption(new Option('--lease-renew-deadline-seconds <s>', 'the leader gives up leading when it could not renew for this long').env('LEASE_RENEW_DEADLINE_SECONDS').argParser(int).default(10))
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
+    .addOption(new Option('--shutdown-timeout-seconds <s>', 'after SIGTERM or SIGINT, exit (with code 1) if stopping takes longer than this; keep it under the pod\'s terminationGracePeriodSeconds').env('SHUTDOWN_TIMEOUT_SECONDS').argParser(int).default(20))
     .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
     .addOption(payloadKeyFileOption());
 }
@@ -120,6 +123,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     leaseDurationSeconds: (opts['leaseDurationSeconds'] as number | undefined) ?? 15,
     leaseRenewDeadlineSeconds: (opts['leaseRenewDeadlineSeconds'] as number | undefined) ?? 10,
     leaseRetryPeriodSeconds: (opts['leaseRetryPeriodSeconds'] as number | undefined) ?? 2,
+    shutdownTimeoutSeconds: (opts['shutdownTimeoutSeconds'] as number | undefined) ?? 20,
   };
   for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle', 'payloadEncryptionKeyFile', 'prometheusAddress'] as const) {
     const v = str(k);

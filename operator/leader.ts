@@ -192,17 +192,19 @@ export class LeaderElector {
   private async tryAcquireOrRenew(): Promise<Attempt> {
     const { kube, log, leaseDurationSeconds } = this.opts;
     const now = this.now();
-    // A hung request must not outlast the renew deadline; half of it leaves room for one more try.
+    // A hung request must not outlast the renew deadline; half of it leaves room for one more try. A stop does not
+    // wait for it at all.
     const timeoutMs = Math.max(1000, (this.opts.renewDeadlineSeconds * 1000) / 2);
+    const signal = this.abort.signal;
     try {
-      const lease = await kube.request<Lease>('GET', objectPath(this.ref), { allowNotFound: true, timeoutMs });
+      const lease = await kube.request<Lease>('GET', objectPath(this.ref), { allowNotFound: true, timeoutMs, signal });
       if (!lease) {
         const fresh: Lease = {
           apiVersion: LEASE_API_VERSION, kind: LEASE_KIND,
           metadata: { name: this.opts.name, namespace: this.opts.namespace, labels: { [LABEL_MANAGED_BY]: MANAGED_BY } },
           spec: nextLeaseSpec(null, { action: 'acquire', why: 'released', previousHolder: '' }, this.identity, leaseDurationSeconds, now),
         };
-        this.remember(await kube.request<Lease>('POST', collectionPath({ apiVersion: LEASE_API_VERSION, kind: LEASE_KIND, namespace: this.opts.namespace }), { body: fresh, timeoutMs }), now);
+        this.remember(await kube.request<Lease>('POST', collectionPath({ apiVersion: LEASE_API_VERSION, kind: LEASE_KIND, namespace: this.opts.namespace }), { body: fresh, timeoutMs, signal }), now);
         return 'held';
       }
       this.observation = observe(this.observation, lease.metadata.resourceVersion ?? '', now);
@@ -213,7 +215,7 @@ export class LeaderElector {
       // PUT with the resourceVersion just read: if anyone wrote the Lease meanwhile, the API server answers 409.
       const updated = await kube.request<Lease>('PUT', objectPath(this.ref), {
         body: { ...lease, spec: nextLeaseSpec(lease.spec ?? null, decision, this.identity, leaseDurationSeconds, now) },
-        timeoutMs,
+        timeoutMs, signal,
       });
       this.remember(updated, now);
       return 'held';
@@ -222,7 +224,7 @@ export class LeaderElector {
         log.debug({ lease: this.leaseName() }, 'lost a race for the lease');
         return 'error';
       }
-      log.warn({ lease: this.leaseName(), err: errMessage(err) }, 'could not acquire or renew the lease');
+      if (!signal.aborted) log.warn({ lease: this.leaseName(), err: errMessage(err) }, 'could not acquire or renew the lease');
       return 'error';
     }
   }

@@ -21,9 +21,30 @@ import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
 export interface RunningOperator {
+  /** Resolves once the operator has stopped; rejects when its worker failed on its own (the rest is stopped first). */
   done: Promise<void>;
   stop(): Promise<void>;
   server: Server;
+}
+
+/** Thrown by runOperator when it was told to stop before it had finished starting. */
+export class StoppedWhileStarting extends Error {
+  constructor(what: string) {
+    super(`stopped while ${what}`);
+    this.name = 'StoppedWhileStarting';
+  }
+}
+
+/** What the operator is stopping right now, for the log line of a stop that outlasts its deadline. */
+export interface StopProgress {
+  step?: string;
+}
+
+export interface RunOptions {
+  /** Stops the operator, in any phase: while it connects, while it waits for the Lease, while it runs. */
+  signal?: AbortSignal;
+  progress?: StopProgress;
+  log?: Logger;
 }
 
 /** The kubeconfig, or an error that names the file and what to fix. */
@@ -40,25 +61,55 @@ export async function loadKubeConfig(cfg: Pick<OperatorConfig, 'kubeconfig'>): P
 
 /**
  * Connects to Temporal, trying again with backoff (1 s to 30 s) and a log line per failed attempt that names the
- * address and the cause, until it works or the operator stops. `waiting` tells /readyz what it waits for.
+ * address and the cause, until it works or `signal` stops the operator: then at once, even while an attempt hangs
+ * (a connection that comes too late is closed). `waiting` tells /readyz what it waits for.
  */
-async function connectWithRetry<T>(cfg: OperatorConfig, log: Logger, what: string, connect: () => Promise<T>, waiting: (s: string | undefined) => void, stopped: () => boolean): Promise<T> {
+async function connectWithRetry<T>(
+  cfg: OperatorConfig, log: Logger, what: string, connect: () => Promise<T>, discard: (late: T) => Promise<unknown>,
+  waiting: (s: string | undefined) => void, signal: AbortSignal,
+): Promise<T> {
+  waiting(`${what}: connecting to Temporal at ${cfg.temporalAddress}`);
   for (let attempt = 1, delayMs = 1000; ; attempt++, delayMs = Math.min(delayMs * 2, 30_000)) {
     try {
-      const out = await connect();
+      const out = await unlessAborted(connect(), signal, discard, `${what}: connecting to Temporal`);
       waiting(undefined);
       if (attempt > 1) log.info({ address: cfg.temporalAddress, attempts: attempt }, `${what}: connected to Temporal`);
       return out;
     } catch (err) {
-      if (stopped()) throw err;
+      if (signal.aborted) throw err instanceof StoppedWhileStarting ? err : new StoppedWhileStarting(`${what}: connecting to Temporal`);
       const cause = err instanceof Error ? err.message : String(err);
       const text = `${what}: cannot reach Temporal at ${cfg.temporalAddress} (namespace ${cfg.temporalNamespace}): ${cause}`;
       waiting(`${text} (attempt ${attempt})`);
       log.warn({ address: cfg.temporalAddress, namespace: cfg.temporalNamespace, attempt, retryInMs: delayMs, err: cause },
         `${text}; check --temporal-address, the TLS or API key settings, and that the frontend is reachable from here; trying again in ${delayMs / 1000} s`);
-      await sleep(delayMs);
+      await sleep(delayMs, undefined, { signal }).catch(() => undefined);
     }
   }
+}
+
+/**
+ * The promise's value, unless `signal` aborts first: then a StoppedWhileStarting at once, and the value, should it
+ * still come, goes to `discard` (a connection attempt cannot be cancelled, only closed once it succeeds).
+ */
+function unlessAborted<T>(promise: Promise<T>, signal: AbortSignal, discard: (late: T) => Promise<unknown>, what: string): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      promise.then(discard).catch(() => undefined);
+      reject(new StoppedWhileStarting(what));
+    };
+    if (signal.aborted) {
+      onAbort();
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then((v) => {
+      signal.removeEventListener('abort', onAbort);
+      resolve(v);
+    }, (err: unknown) => {
+      signal.removeEventListener('abort', onAbort);
+      reject(err instanceof Error ? err : new Error(String(err)));
+    });
+  });
 }
 
 /** Routes the Temporal SDK's own logs through our JSON logger. */
@@ -86,140 +137,264 @@ async function registerSearchAttributes(cfg: OperatorConfig, log: Logger, connec
   }
 }
 
-/** Starts the operator as configured; resolves once it is running. */
-export async function runOperator(cfg: OperatorConfig): Promise<RunningOperator> {
-  const log = createLogger(cfg.logLevel);
+/**
+ * Starts the operator as configured; resolves once it is running. Aborting `opts.signal` stops it in any phase:
+ * before it runs, runOperator then stops what it had started and rejects with StoppedWhileStarting.
+ */
+export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): Promise<RunningOperator> {
+  const log = opts.log ?? createLogger(cfg.logLevel);
+  const progress = opts.progress ?? {};
   tuneHeap();
   if (!runtimeTuned()) {
     log.warn({ want: runtimeEnv }, 'started without the memory settings the container image uses (NODE_OPTIONS, MALLOC_ARENA_MAX): expect a higher peak memory than docs/benchmark.md reports');
   }
   const metrics = createMetrics();
   const kc = await loadKubeConfig(cfg);
+  const apiServer = kc.getCurrentCluster()?.server ?? '?';
   // One client (one connection pool) for the activities, the watcher and leader election.
   const kube = new Kube(kc);
-  const stops: (() => Promise<void>)[] = [];
-  const runs: Promise<void>[] = [];
+  /** What to undo at stop, in the order it was started (stopped in reverse). */
+  const started: { what: string; stop: () => Promise<void> }[] = [];
   let watcher: Watcher | undefined;
   let worker: Worker | undefined;
   /** What start-up still waits for (Temporal unreachable...), for /readyz. */
   let waitingFor: string | undefined;
   /** A replica waiting for the Lease: its watcher is not needed to be ready. */
   let standby = false;
-  let stopping: Promise<void> | undefined;
+  /** Aborted when the operator stops, from the caller's signal or stop(): ends every wait of start-up at once. */
+  const stopping = new AbortController();
+  let stopped: Promise<void> | undefined;
+  /** The worker's failure, when it stopped on its own. */
+  let failure: Error | undefined;
   metrics.readWatcher(() => watcher);
-  const retrying = <T>(what: string, connect: () => Promise<T>) =>
-    connectWithRetry(cfg, log, what, connect, (w) => { waitingFor = w; }, () => stopping !== undefined);
+  const retrying = <T>(what: string, connect: () => Promise<T>, discard: (late: T) => Promise<unknown>) =>
+    connectWithRetry(cfg, log, what, connect, discard, (w) => { waitingFor = w; }, stopping.signal);
+  const closeClient = ({ connection }: { connection: Connection }) => connection.close();
 
-  let workerMetricsUrl: string | undefined;
-  if (cfg.mode !== 'watcher') {
-    const port = await freePort();
-    workerMetricsUrl = `http://127.0.0.1:${port}/metrics`;
-    Runtime.install({
-      logger: sdkLogger(log.child({ module: 'temporal-sdk' })),
-      telemetryOptions: {
-        logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
-        metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } },
-      },
-    });
-  }
-
-  const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
-    healthz: () => ({ ok: true, detail: 'ok' }),
-    readyz: () => {
-      const problems: string[] = waitingFor ? [waitingFor] : [];
-      // A standby replica (not the leader) is ready: its worker serves, its watcher waits for the Lease.
-      if (cfg.mode !== 'worker' && !standby && !watcher?.synced) problems.push('watcher not synced');
-      if (worker && worker.getState() !== 'RUNNING') problems.push(`worker ${worker.getState()}`);
-      return { ok: problems.length === 0, detail: problems.join(', ') || 'ready' };
-    },
-  }, workerMetricsUrl);
-  log.info({ addr: cfg.metricsAddr }, 'serving /metrics, /healthz, /readyz');
-
-  if (cfg.registerSearchAttributes) {
-    const { connection } = await retrying('registering search attributes', () => connectClient(cfg));
-    await registerSearchAttributes(cfg, log, connection).finally(() => connection.close());
-  }
-
-  if (cfg.mode !== 'watcher') {
-    const connection = await retrying('worker', () => connectWorker(cfg));
-    const activities = createActivities({
-      kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
-      ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
-      ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
-    });
-    const workflowSource = cfg.workflowBundle
-      ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }
-      : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) };
-    worker = await Worker.create({
-      connection, namespace: cfg.temporalNamespace, taskQueue: cfg.taskQueue, activities, ...workflowSource,
-      maxConcurrentActivityTaskExecutions: cfg.maxConcurrentActivities,
-      maxConcurrentWorkflowTaskExecutions: cfg.maxConcurrentWorkflowTasks,
-      dataConverter: await dataConverterFor(cfg),
-      maxCachedWorkflows: cfg.maxCachedWorkflows,
-      shutdownGraceTime: '10s',
-    });
-    const w = worker;
-    runs.push(w.run().finally(() => connection.close()));
-    stops.push(async () => {
-      if (w.getState() === 'RUNNING') w.shutdown();
-      await runs[0]?.catch(() => undefined);
-    });
-    log.info({ taskQueue: cfg.taskQueue, namespace: cfg.temporalNamespace }, 'worker started');
-  }
-
-  const startWatcher = async (): Promise<() => Promise<void>> => {
-    const { client, connection } = await retrying('watcher', () => connectClient(cfg));
-    const wt = new Watcher({
-      kube, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
-      coalesceMs: cfg.coalesceMs,
-      loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
-      releaseOptions: { pollSeconds: cfg.releasePollSeconds },
-      onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
-      sweepSeconds: cfg.sweepSeconds,
-      onSweep: (found) => {
-        metrics.sweepFindings.inc({ kind: 'missing-workflow' }, found.missing.length);
-        metrics.sweepFindings.inc({ kind: 'ended-rollout' }, found.endedRollouts);
-      },
-    });
-    watcher = wt;
-    await wt.start();
-    log.info({ namespaces: cfg.namespaces.length ? cfg.namespaces : 'all' }, 'watcher started');
-    return async () => {
-      await wt.stop();
-      await connection.close();
-      if (watcher === wt) watcher = undefined;
-      log.info('watcher stopped');
-    };
-  };
-
-  if (cfg.mode !== 'worker') {
-    if (cfg.leaderElect) {
-      // Every replica runs a worker; only the Lease holder watches, so each event becomes one signal.
-      standby = true;
-      const elector = electorFor(cfg, kube, log.child({ module: 'leader-election' }));
-      const leading = runWhileLeader(elector, async () => {
-        const stop = await startWatcher();
-        standby = false;
-        return async () => {
-          standby = true;
-          await stop();
-        };
-      }, log);
-      stops.push(() => leading.stop());
-    } else {
-      const stop = await startWatcher();
-      stops.push(stop);
+  /** Stops what was started, last first; what a start-up step adds after a stop began is stopped by the next call. */
+  const drain = async () => {
+    for (let s = started.pop(); s; s = started.pop()) {
+      progress.step = s.what;
+      log.info(`stopping ${s.what}`);
+      await s.stop().catch((err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, `stopping ${s.what} failed`));
     }
+    progress.step = undefined;
+  };
+  const stop = (): Promise<void> => {
+    stopping.abort();
+    stopped ??= drain().then(() => log.info('stopped'));
+    return stopped;
+  };
+  opts.signal?.addEventListener('abort', () => void stop(), { once: true });
+  if (opts.signal?.aborted) void stop();
+  const startedYet = (what: string) => {
+    if (stopping.signal.aborted) throw new StoppedWhileStarting(what);
+  };
+
+  try {
+    let workerMetricsUrl: string | undefined;
+    if (cfg.mode !== 'watcher') {
+      const port = await freePort();
+      workerMetricsUrl = `http://127.0.0.1:${port}/metrics`;
+      Runtime.install({
+        logger: sdkLogger(log.child({ module: 'temporal-sdk' })),
+        telemetryOptions: {
+          logging: { filter: makeTelemetryFilterString({ core: 'WARN' }), forward: {} },
+          metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } },
+        },
+        // The SDK would take SIGTERM and SIGINT for itself and, with no worker running yet, do nothing: this
+        // process handles them (runOperatorProcess), in every phase.
+        shutdownSignals: [],
+      });
+    }
+
+    const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
+      healthz: () => ({ ok: true, detail: 'ok' }),
+      readyz: () => {
+        if (stopping.signal.aborted) return { ok: false, detail: 'stopping' };
+        const problems: string[] = waitingFor ? [waitingFor] : [];
+        // A standby replica (not the leader) is ready: its worker serves, its watcher waits for the Lease.
+        if (cfg.mode !== 'worker' && !standby && !watcher?.synced) problems.push(watcherNotSynced(watcher, apiServer));
+        if (worker && worker.getState() !== 'RUNNING') problems.push(`worker ${worker.getState()}`);
+        return { ok: problems.length === 0, detail: problems.join(', ') || 'ready' };
+      },
+    }, workerMetricsUrl);
+    started.push({ what: 'the HTTP server', stop: () => closeServer(server) });
+    log.info({ addr: cfg.metricsAddr }, 'serving /metrics, /healthz, /readyz');
+
+    if (cfg.registerSearchAttributes) {
+      const { connection } = await retrying('registering search attributes', () => connectClient(cfg), closeClient);
+      await registerSearchAttributes(cfg, log, connection).finally(() => connection.close());
+    }
+
+    if (cfg.mode !== 'watcher') {
+      const connection = await retrying('worker', () => connectWorker(cfg), (c) => c.close());
+      const activities = createActivities({
+        kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
+        ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
+        ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
+      });
+      const workflowSource = cfg.workflowBundle
+        ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }
+        : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) };
+      const w = await Worker.create({
+        connection, namespace: cfg.temporalNamespace, taskQueue: cfg.taskQueue, activities, ...workflowSource,
+        maxConcurrentActivityTaskExecutions: cfg.maxConcurrentActivities,
+        maxConcurrentWorkflowTaskExecutions: cfg.maxConcurrentWorkflowTasks,
+        dataConverter: await dataConverterFor(cfg),
+        maxCachedWorkflows: cfg.maxCachedWorkflows,
+        shutdownGraceTime: '10s',
+      }).catch(async (err: unknown) => {
+        await connection.close();
+        throw err;
+      });
+      if (stopping.signal.aborted) await connection.close();
+      startedYet('creating the worker');
+      worker = w;
+      const running = w.run().finally(() => connection.close());
+      running.catch((err: unknown) => {
+        if (stopping.signal.aborted) return;
+        failure = err instanceof Error ? err : new Error(String(err));
+        log.error({ err: err instanceof Error ? err.message : String(err) }, 'the worker failed; stopping');
+        void stop();
+      });
+      started.push({
+        what: 'the worker', stop: async () => {
+          if (w.getState() === 'RUNNING') w.shutdown();
+          await running.catch(() => undefined);
+        },
+      });
+      log.info({ taskQueue: cfg.taskQueue, namespace: cfg.temporalNamespace }, 'worker started');
+    }
+
+    const startWatcher = async (): Promise<() => Promise<void>> => {
+      const { client, connection } = await retrying('watcher', () => connectClient(cfg), closeClient);
+      const wt = new Watcher({
+        kube, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
+        coalesceMs: cfg.coalesceMs,
+        loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
+        releaseOptions: { pollSeconds: cfg.releasePollSeconds },
+        onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
+        sweepSeconds: cfg.sweepSeconds,
+        onSweep: (found) => {
+          metrics.sweepFindings.inc({ kind: 'missing-workflow' }, found.missing.length);
+          metrics.sweepFindings.inc({ kind: 'ended-rollout' }, found.endedRollouts);
+        },
+      });
+      watcher = wt;
+      const stopWatcher = async () => {
+        await wt.stop();
+        await connection.close();
+        if (watcher === wt) watcher = undefined;
+        log.info('watcher stopped');
+      };
+      try {
+        // The first list may hang on an API server that does not answer: a stop does not wait for it.
+        await unlessAborted(wt.start(), stopping.signal, async () => {}, 'starting the watcher');
+      } catch (err) {
+        await stopWatcher();
+        throw err;
+      }
+      log.info({ namespaces: cfg.namespaces.length ? cfg.namespaces : 'all' }, 'watcher started');
+      return stopWatcher;
+    };
+
+    if (cfg.mode !== 'worker') {
+      if (cfg.leaderElect) {
+        // Every replica runs a worker; only the Lease holder watches, so each event becomes one signal.
+        standby = true;
+        const elector = electorFor(cfg, kube, log.child({ module: 'leader-election' }));
+        const leading = runWhileLeader(elector, async () => {
+          // Stopped while connecting: nothing to start, and no reason to resign.
+          const stopWatcher = await startWatcher().catch((err: unknown) => {
+            if (err instanceof StoppedWhileStarting) return async () => {};
+            throw err;
+          });
+          standby = false;
+          return async () => {
+            standby = true;
+            await stopWatcher();
+          };
+        }, log);
+        started.push({ what: 'leader election and the watcher', stop: () => leading.stop() });
+      } else {
+        const stopWatcher = await startWatcher();
+        started.push({ what: 'the watcher', stop: stopWatcher });
+      }
+    }
+    startedYet('starting');
+    return { done: untilStopped(), stop, server };
+  } catch (err) {
+    await stop();
+    await drain();
+    // A worker that failed while the rest was starting stopped the start: its failure is the one to report.
+    throw failure ?? err;
   }
 
+  async function untilStopped(): Promise<void> {
+    await new Promise<void>((resolve) => {
+      if (stopping.signal.aborted) resolve();
+      else stopping.signal.addEventListener('abort', () => resolve(), { once: true });
+    });
+    await stopped;
+    if (failure !== undefined) throw failure;
+  }
+}
 
-  const stop = () => {
-    stopping ??= (async () => {
-      for (const s of stops.reverse()) await s();
-      await new Promise<void>((r) => server.close(() => r()));
-    })();
-    return stopping;
+/** Why the watcher is not synced: the collections it has not listed yet, and what the API server last answered. */
+function watcherNotSynced(watcher: Watcher | undefined, apiServer: string): string {
+  if (!watcher) return 'watcher not started';
+  return `watcher not synced: ${watcher.unsynced() ?? 'listing'} (API server ${apiServer})`;
+}
+
+/** Closes the HTTP server: no new connections, idle keep-alive ones dropped, requests in flight answered. */
+function closeServer(server: Server): Promise<void> {
+  return new Promise<void>((resolve) => {
+    server.close(() => resolve());
+    server.closeIdleConnections();
+  });
+}
+
+/** Exit codes of `application-operator run`: stopped cleanly after SIGTERM or SIGINT, or anything else. */
+export const exitCodes = { stopped: 0, failed: 1 } as const;
+
+/**
+ * Runs the operator as this process: SIGTERM or SIGINT stops it in every phase (connecting, waiting for the Lease,
+ * running) and it resolves to 0 once stopped, or to 1 when stopping outlasts --shutdown-timeout-seconds (a Kubernetes
+ * pod would be killed at its grace period anyway) or at a second signal while stopping. It rejects when the
+ * operator fails (cannot start, or its worker fails), after stopping what had started.
+ */
+export async function runOperatorProcess(cfg: OperatorConfig): Promise<number> {
+  const log = createLogger(cfg.logLevel);
+  const signalled = new AbortController();
+  const progress: StopProgress = {};
+  let forced!: (code: number) => void;
+  const cutShort = new Promise<number>((resolve) => { forced = resolve; });
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (signalled.signal.aborted) {
+      log.warn({ signal, stopping: progress.step }, `${signal} again while stopping: exiting now`);
+      forced(exitCodes.failed);
+      return;
+    }
+    log.info({ signal }, `${signal}: stopping`);
+    signalled.abort();
+    setTimeout(() => {
+      log.error({ stopping: progress.step }, `did not stop within ${cfg.shutdownTimeoutSeconds} s (still stopping ${progress.step ?? 'something'}): exiting anyway`);
+      forced(exitCodes.failed);
+    }, cfg.shutdownTimeoutSeconds * 1000).unref();
   };
-  const done = Promise.all(runs).then(() => undefined);
-  return { done, stop, server };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  const lifecycle = (async () => {
+    try {
+      const running = await runOperator(cfg, { signal: signalled.signal, progress, log });
+      await running.done;
+      return exitCodes.stopped;
+    } catch (err) {
+      if (err instanceof StoppedWhileStarting) return exitCodes.stopped;
+      // The command prints it on stderr and exits with exitCodes.failed.
+      throw err;
+    }
+  })();
+  return Promise.race([lifecycle, cutShort]);
 }

@@ -1,6 +1,20 @@
-import { canaryImage, parseDuration, type Application } from '../api/application.ts';
+import { canaryImage, parseDuration, routerOf, type Application } from '../api/application.ts';
 import type { PlanStep, RolloutPlan } from '../workflows/rollout/plan.ts';
-import { analysisPlan } from './analysis.ts';
+import { canaryName } from '../api/constants.ts';
+import { routePort } from '../render/gateway.ts';
+import { analysisPlan, type MetricsSource } from './analysis.ts';
+
+/**
+ * Whose metrics the built-in analysis templates read: Istio's sidecars', or, through the Gateway API on Traefik,
+ * Traefik's, which counts the canary's requests under its Service's port (`<ns>-<app>-canary-<port name>-<port>`).
+ */
+export function metricsSource(app: Application): MetricsSource {
+  const gw = app.spec.traffic?.gatewayAPI;
+  if (routerOf(app.spec) !== 'gatewayAPI') return { kind: 'istio' };
+  if (gw?.implementation !== 'traefik') return { kind: 'none' };
+  const port = app.spec.service.ports.find((p) => p.port === routePort(app)) ?? app.spec.service.ports[0]!;
+  return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-${port.name}-${port.port}@kubernetesgateway` };
+}
 
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */
 export function rolloutKey(version: string, image: string): string {
@@ -13,7 +27,7 @@ export function rolloutKey(version: string, image: string): string {
  */
 export function rolloutPlan(app: Application): RolloutPlan | undefined {
   const canary = app.spec.serviceMesh?.canary;
-  if (!app.spec.serviceMesh?.enabled || !canary?.enabled || !canary.canaryVersion) return undefined;
+  if (!routerOf(app.spec) || !canary?.enabled || !canary.canaryVersion) return undefined;
   const image = canaryImage(app.spec);
   const steps: PlanStep[] = canary.steps?.length
     ? canary.steps.map((s): PlanStep => {
@@ -36,7 +50,7 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
       failureThreshold: canary.healthGates.failureThreshold,
       initialDelayMs: parseDuration(canary.healthGates.initialDelay),
     },
-    ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion }) } : {}),
+    ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion, metrics: metricsSource(app) }) } : {}),
     progressDeadlineMs: parseDuration(canary.progressDeadline),
   };
 }

@@ -10,41 +10,83 @@ export interface Observed {
 }
 
 export interface ObservedPod {
-  metadata: { name: string };
+  metadata: { name: string; deletionTimestamp?: string };
   status?: {
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
     containerStatuses?: {
       name: string;
+      image?: string;
+      restartCount?: number;
       state?: { waiting?: { reason?: string; message?: string }; terminated?: { reason?: string; message?: string; exitCode?: number } };
       lastState?: { terminated?: { reason?: string; exitCode?: number } };
     }[];
   };
 }
 
+/** What keeps a pod from running, in the words `kubectl describe pod` would use. */
+export interface PodIssue {
+  /** The kubelet's or scheduler's reason: ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff, Unschedulable... */
+  reason: string;
+  /** The pod, the container, the reason and the kubelet's message, in one line. */
+  message: string;
+  /**
+   * The same for one problem whatever pod shows it and however each retry words it (the kubelet alternates
+   * ErrImagePull and ImagePullBackOff, CrashLoopBackOff and a terminated container, with changing messages): what
+   * wakes the workflow and what an Event is recorded once for.
+   */
+  key: string;
+}
+
 /** Waiting reasons of a container that is simply on its way. */
 const startingReasons = new Set(['ContainerCreating', 'PodInitializing']);
+
+/** The kubelet's reasons that take turns while one problem lasts, as the one reason that names it. */
+const sameProblem: Record<string, string> = { ErrImagePull: 'ImagePullBackOff' };
 
 /**
  * The first thing keeping a pod from running, as `kubectl describe pod` would show it: a container waiting for a
  * reason other than starting (ImagePullBackOff, CreateContainerConfigError, CrashLoopBackOff...), a container that
- * failed, or a pod that cannot be scheduled. Null when every pod is merely on its way.
+ * failed, or a pod that cannot be scheduled. Pods on their way out are left aside (a container stopped by its
+ * deletion keeps nothing from running). Null when every pod is merely on its way.
  */
-export function podIssue(pods: ObservedPod[] | undefined): { reason: string; message: string } | null {
+export function podIssue(pods: ObservedPod[] | undefined): PodIssue | null {
   for (const pod of pods ?? []) {
+    if (pod.metadata.deletionTimestamp) continue;
     for (const c of pod.status?.containerStatuses ?? []) {
+      const key = (problem: string) => `${problem} container=${c.name} image=${c.image ?? ''}`;
       const waiting = c.state?.waiting;
       if (waiting?.reason && !startingReasons.has(waiting.reason)) {
-        return { reason: waiting.reason, message: `pod ${pod.metadata.name}: container ${c.name}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}` };
+        return {
+          reason: waiting.reason,
+          message: `pod ${pod.metadata.name}: container ${c.name}: ${waiting.reason}${waiting.message ? `: ${waiting.message}` : ''}`,
+          key: key(sameProblem[waiting.reason] ?? waiting.reason),
+        };
       }
       const term = c.state?.terminated;
       if (term && (term.exitCode ?? 0) !== 0) {
-        return { reason: term.reason ?? 'Error', message: `pod ${pod.metadata.name}: container ${c.name} exited with ${term.exitCode ?? '?'}${term.message ? `: ${term.message}` : ''}` };
+        return {
+          reason: term.reason ?? 'Error',
+          message: `pod ${pod.metadata.name}: container ${c.name} exited with ${term.exitCode ?? '?'}${term.message ? `: ${term.message}` : ''}`,
+          // Between restarts of a crash loop: the same problem as its CrashLoopBackOff.
+          key: key('CrashLoopBackOff'),
+        };
       }
     }
     const unscheduled = pod.status?.conditions?.find((c) => c.type === 'PodScheduled' && c.status === 'False');
-    if (unscheduled) return { reason: unscheduled.reason ?? 'Unschedulable', message: `pod ${pod.metadata.name}: ${unscheduled.message ?? 'cannot be scheduled'}` };
+    if (unscheduled) {
+      const reason = unscheduled.reason ?? 'Unschedulable';
+      return { reason, message: `pod ${pod.metadata.name}: ${unscheduled.message ?? 'cannot be scheduled'}`, key: reason };
+    }
   }
   return null;
+}
+
+/**
+ * What the watcher compares of a stable pod: its problem's key, or '' while nothing keeps it from running. A pod
+ * that cannot start changes nothing in its Deployment's status, so this is how its workflow hears of it at once.
+ */
+export function podSignature(pod: ObservedPod): string {
+  return podIssue([pod])?.key ?? '';
 }
 
 export interface ObservedDeployment {
@@ -81,45 +123,60 @@ export interface Condition {
   lastTransitionTime?: string;
 }
 
-/** Phase, a reason and a message for the stable workload, from the Deployment's own status. */
-export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observed, failure: Failure | null): { phase: Phase; reason: string; message: string } {
+/** The stable workload's phase, with a reason and a message; `issue` when a pod problem is part of the story. */
+export interface PhaseDecision {
+  phase: Phase;
+  reason: string;
+  message: string;
+  /** What keeps stable pods from running, named in the message (and the Degraded condition's reason). */
+  issue?: PodIssue;
+}
+
+/** Phase, a reason and a message for the stable workload, from the Deployment's own status and, while pods are not available, theirs. */
+export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observed, failure: Failure | null): PhaseDecision {
   if (app.metadata.deletionTimestamp) return { phase: Phase.Deleting, reason: Reason.Deleting, message: 'removing children before releasing the finalizer' };
   if (failure) return { phase: Phase.Failed, ...failure };
   const d = observed.deployment;
   if (!d?.status) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: 'waiting for the Deployment to report status' };
   const s = d.status;
+  // What keeps pods from running, as kubectl rollout status users expect to see it; kept in a Failed message too,
+  // where the Deployment controller's own words ("ReplicaSet ... has timed out progressing") would hide it.
+  const issue = podIssue(observed.pods);
+  const withIssue = (decision: Omit<PhaseDecision, 'issue'>): PhaseDecision =>
+    (issue ? { ...decision, message: `${decision.message.replace(/\.$/, '')}; ${issue.message}`, issue } : decision);
+  // A deadline the controller gave up on before it saw the current spec is the previous spec's: this one just started.
+  const seen = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0);
   const progressing = s.conditions?.find((c) => c.type === 'Progressing');
-  if (progressing?.reason === 'ProgressDeadlineExceeded') {
-    return { phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: progressing.message ?? 'the Deployment exceeded its progress deadline' };
+  if (seen && progressing?.reason === 'ProgressDeadlineExceeded') {
+    return withIssue({ phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: progressing.message ?? 'the Deployment exceeded its progress deadline' });
   }
   // Pods that cannot even be created (e.g. an image the kubelet-side validation refuses) never become available:
   // say so now rather than when the progress deadline runs out.
   const replicaFailure = s.conditions?.find((c) => c.type === 'ReplicaFailure' && c.status === 'True');
   if (replicaFailure) {
-    return { phase: Phase.Failed, reason: Reason.ReplicaFailure, message: replicaFailure.message ?? replicaFailure.reason ?? 'the Deployment cannot create pods' };
+    return withIssue({ phase: Phase.Failed, reason: Reason.ReplicaFailure, message: replicaFailure.message ?? replicaFailure.reason ?? 'the Deployment cannot create pods' });
   }
   const { desired, available, updated, current } = rolloutProgress(d);
   if (current && available >= desired) {
     return { phase: Phase.Running, reason: Reason.AllReplicasReady, message: `${available}/${desired} replicas available` };
   }
-  // What keeps the rest from running, as kubectl rollout status users expect to see it.
-  const issue = podIssue(observed.pods);
-  const why = issue ? `; ${issue.message}` : '';
-  if (available === 0 && !current) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available${why}` };
-  if (available === 0) return { phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/${desired} replicas available${why}` };
-  return { phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated${why}` };
+  if (available === 0 && !current) return withIssue({ phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/${desired} replicas available` });
+  if (available === 0) return withIssue({ phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/${desired} replicas available` });
+  return withIssue({ phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `${available}/${desired} replicas available, ${updated} updated` });
 }
 
 /**
  * Whether the stable pods are worth reading to say why some are not available: only once the Deployment controller
- * has created pods for this generation (before that there is nothing to explain, and a first pass would list pods
- * that cannot exist yet) and some of them are not available.
+ * has created pods (before that there is nothing to explain, and a first pass would list pods that cannot exist yet)
+ * and some of them are not available. Before the controller has seen a new spec, its pods are the previous spec's:
+ * worth reading only when some of those are not available (a change to an app whose pods cannot start keeps saying
+ * why), not on every change of a healthy one.
  */
 export function needsPods(d: ObservedDeployment | null): boolean {
-  if (!d?.status) return false;
+  if (!d?.status || (d.status.replicas ?? 0) === 0) return false;
   const { desired, available, current } = rolloutProgress(d);
-  const created = (d.status.observedGeneration ?? 0) >= (d.metadata.generation ?? 0) && (d.status.replicas ?? 0) > 0;
-  return created && !(current && available >= desired);
+  const seen = (d.status.observedGeneration ?? 0) >= (d.metadata.generation ?? 0);
+  return seen ? !(current && available >= desired) : available < desired;
 }
 
 /** The Autoscaled condition: whether the HPA, not spec.replicas, sets the replica count (kubectl scale then does nothing). */
@@ -154,8 +211,8 @@ export function deploymentRolledOut(d: ObservedDeployment): boolean {
  * What of a Deployment's status decides its Application's phase: the phase and the desired, ready and available
  * counts. The watcher wakes the workflow only when this changes, not on every status write of the Deployment
  * controller (2-3 per rollout). Empty while there is nothing to report yet (Pending, nothing ready): the pass that
- * applied the Deployment already said so, and a pod that cannot start is explained by the timed re-check of an app
- * that is still progressing.
+ * applied the Deployment already said so, and a pod that cannot start is explained when its own watch event shows
+ * the problem (podSignature), since nothing here changes then.
  */
 export function deploymentSignature(d: ObservedDeployment): string {
   const { phase } = decidePhase({ metadata: { name: '' } }, { deployment: d, service: null }, null);
@@ -185,17 +242,42 @@ function condition(type: string, on: boolean, reason: string, message: string, g
   return { type, status: on ? 'True' : 'False', reason, message, ...(generation !== undefined ? { observedGeneration: generation } : {}) };
 }
 
-/** The conditions for a phase; InvalidSpec and Degraded carry the failure's reason. */
-export function decideConditions(phase: Phase, reason: string, message: string, generation: number | undefined): Condition[] {
+/**
+ * The conditions for a phase; InvalidSpec and Degraded carry the failure's reason. Degraded is True too while a pod
+ * problem (`issue`: ImagePullBackOff, CreateContainerConfigError...) keeps stable pods from running, with that
+ * problem as its reason, Failed or not: the phase says how far the Deployment got, Degraded what is wrong.
+ */
+export function decideConditions(phase: Phase, reason: string, message: string, generation: number | undefined, issue?: PodIssue): Condition[] {
   const invalid = reason === Reason.InvalidSpec;
   const failed = phase === Phase.Failed;
   const running = phase === Phase.Running;
+  const degraded = failed || issue !== undefined;
   return [
     condition(ConditionType.Ready, running, running ? Reason.AllReplicasReady : reason, message, generation),
     condition(ConditionType.Progressing, phase === Phase.Pending || phase === Phase.Updating, running ? Reason.Reconciled : reason, message, generation),
-    condition(ConditionType.Degraded, failed, failed ? reason : Reason.Reconciled, failed ? message : 'no problems', generation),
+    condition(ConditionType.Degraded, degraded, issue?.reason ?? (failed ? reason : Reason.Reconciled), degraded ? message : 'no problems', generation),
     condition(ConditionType.InvalidSpec, invalid, invalid ? Reason.InvalidSpec : Reason.ValidSpec, invalid ? message : 'spec is valid', generation),
   ];
+}
+
+/** A Warning Event to record on the Application: `key` names its cause, and an Event is recorded once per key. */
+export interface WarningEvent {
+  reason: string;
+  message: string;
+  key: string;
+}
+
+/**
+ * The Warning Event a status write calls for: one when Degraded turns True or says something new, none while it is
+ * False or unchanged. Its key is the pod problem's (else the reason and message), so a problem that outlives many
+ * passes, pods and kubelet retries, or a progress deadline, gets one Event, not one per pass.
+ */
+export function degradedEvent(previous: Condition[] | undefined, next: Condition[], issue: PodIssue | undefined): WarningEvent | null {
+  const now = next.find((c) => c.type === ConditionType.Degraded);
+  if (now?.status !== 'True') return null;
+  const before = previous?.find((c) => c.type === ConditionType.Degraded);
+  if (before?.status === 'True' && before.reason === now.reason && before.message === now.message) return null;
+  return { reason: now.reason, message: now.message, key: issue?.key ?? `${now.reason}: ${now.message}` };
 }
 
 /** What status.canary says, as far as the CanaryProgressing condition needs it. */
@@ -239,10 +321,10 @@ export function desiredStatus(
   failure: Failure | null,
   info: { workflowId: string; temporalUI?: string; observedGeneration: number | undefined; canary?: CanaryStatusLike; scaling?: Scaling },
 ): Omit<ApplicationStatus, 'lastUpdateTime' | 'canary' | 'conditions'> & { conditions: Condition[] } {
-  const { phase, reason, message } = decidePhase(app, observed, failure);
+  const { phase, reason, message, issue } = decidePhase(app, observed, failure);
   const d = observed.deployment;
   const s = d?.status;
-  const conditions = [...decideConditions(phase, reason, message, info.observedGeneration), ...(info.scaling ? [autoscaledCondition(info.scaling, info.observedGeneration)] : [])];
+  const conditions = [...decideConditions(phase, reason, message, info.observedGeneration, issue), ...(info.scaling ? [autoscaledCondition(info.scaling, info.observedGeneration)] : [])];
   return {
     ...(info.observedGeneration !== undefined ? { observedGeneration: info.observedGeneration } : {}),
     phase,

@@ -3,11 +3,13 @@
 // The renderer, the Kubernetes client's resource table, the watcher, finalization, the chaos orphan check and the
 // RBAC test all derive from it: adding a kind is one row here (plus its renderer and its RBAC rule).
 
-import { canaryName, childName, ISTIO_API_VERSION } from '../api/constants.ts';
-import type { Application } from '../api/application.ts';
+import { canaryName, childName, GATEWAY_API_VERSION, ISTIO_API_VERSION, TRAEFIK_API_VERSION, mirrorServiceName, stableServiceName } from '../api/constants.ts';
+import { routerOf, type Application } from '../api/application.ts';
+import type { CanaryRoute } from '../routing/route.ts';
 import { renderCanaryDeployment, renderDeployment } from './deployment.ts';
+import { renderHTTPRoute, renderMirrorService, renderRouteService } from './gateway.ts';
 import { renderHorizontalPodAutoscaler } from './hpa.ts';
-import { renderDestinationRule, renderVirtualService, type CanaryRoute } from './istio.ts';
+import { renderDestinationRule, renderVirtualService } from './istio.ts';
 import { renderPersistentVolumeClaim } from './pvc.ts';
 import { renderService } from './service.ts';
 
@@ -44,8 +46,8 @@ export interface Child {
   render(app: Application, options: RenderOptions): ChildObject | null;
   /** Deleted by the reconciler when the spec stops asking for it (only when this Application controls it). */
   pruned: boolean;
-  /** While a rollout runs, the rollout workflow owns it and the reconciler leaves it alone. */
-  rolloutOwned: boolean;
+  /** While a rollout runs, the rollout workflow owns it (under the app's router) and the reconciler leaves it alone. */
+  rolloutOwned(app: Application): boolean;
 }
 
 const kind = (apiVersion: string, k: string, plural: string, opts: { watched?: boolean; read?: boolean } = {}): ChildKind =>
@@ -58,41 +60,66 @@ export const kinds = {
   hpa: kind('autoscaling/v2', 'HorizontalPodAutoscaler', 'horizontalpodautoscalers'),
   destinationRule: kind(ISTIO_API_VERSION, 'DestinationRule', 'destinationrules'),
   virtualService: kind(ISTIO_API_VERSION, 'VirtualService', 'virtualservices'),
+  httpRoute: kind(GATEWAY_API_VERSION, 'HTTPRoute', 'httproutes'),
+  traefikService: kind(TRAEFIK_API_VERSION, 'TraefikService', 'traefikservices'),
 } as const;
 
 /** Every kind of child, once each. */
 export const childKinds: readonly ChildKind[] = Object.values(kinds);
 
 const mesh = (app: Application) => app.spec.serviceMesh?.enabled === true;
+const istio = (app: Application) => routerOf(app.spec) === 'istio';
+const gatewayAPI = (app: Application) => routerOf(app.spec) === 'gatewayAPI';
 const inRollout = (o: RenderOptions) => o.canary !== null;
 const asObject = <T>(o: T): ChildObject => o as unknown as ChildObject;
+const never = () => false;
+const always = () => true;
 
-const pvc: Child = { of: kinds.pvc, name: childName, pruned: false, rolloutOwned: false, render: (app) => nullable(renderPersistentVolumeClaim(app)) };
-const stable: Child = { of: kinds.deployment, name: childName, pruned: false, rolloutOwned: false, render: (app) => asObject(renderDeployment(app)) };
+const pvc: Child = { of: kinds.pvc, name: childName, pruned: false, rolloutOwned: never, render: (app) => nullable(renderPersistentVolumeClaim(app)) };
+const stable: Child = { of: kinds.deployment, name: childName, pruned: false, rolloutOwned: never, render: (app) => asObject(renderDeployment(app)) };
 const canary: Child = {
-  of: kinds.deployment, name: canaryName, pruned: true, rolloutOwned: true,
+  of: kinds.deployment, name: canaryName, pruned: true, rolloutOwned: always,
   render: (app, o) => (inRollout(o) ? asObject(renderCanaryDeployment(app)) : null),
 };
-const service: Child = { of: kinds.service, name: childName, pruned: false, rolloutOwned: false, render: (app) => asObject(renderService(app)) };
-const hpa: Child = { of: kinds.hpa, name: childName, pruned: true, rolloutOwned: false, render: (app) => nullable(renderHorizontalPodAutoscaler(app)) };
+const service: Child = { of: kinds.service, name: childName, pruned: false, rolloutOwned: never, render: (app) => asObject(renderService(app)) };
+const hpa: Child = { of: kinds.hpa, name: childName, pruned: true, rolloutOwned: never, render: (app) => nullable(renderHorizontalPodAutoscaler(app)) };
+// Istio: the mesh's routing objects; the canary's subset and weights only when Istio is the app's router.
 const destinationRule: Child = {
-  of: kinds.destinationRule, name: childName, pruned: true, rolloutOwned: true,
-  render: (app, o) => (mesh(app) ? asObject(renderDestinationRule(app, { canary: inRollout(o) })) : null),
+  of: kinds.destinationRule, name: childName, pruned: true, rolloutOwned: istio,
+  render: (app, o) => (mesh(app) ? asObject(renderDestinationRule(app, { canary: inRollout(o) && istio(app) })) : null),
 };
 const virtualService: Child = {
-  of: kinds.virtualService, name: childName, pruned: true, rolloutOwned: true,
-  render: (app, o) => (mesh(app) ? asObject(renderVirtualService(app, { canary: o.canary })) : null),
+  of: kinds.virtualService, name: childName, pruned: true, rolloutOwned: istio,
+  render: (app, o) => (mesh(app) ? asObject(renderVirtualService(app, { canary: istio(app) ? o.canary : null })) : null),
+};
+// The Gateway API: a Service per version for the route to weight, and the HTTPRoute.
+const stableService: Child = {
+  of: kinds.service, name: stableServiceName, pruned: true, rolloutOwned: never,
+  render: (app) => (gatewayAPI(app) ? asObject(renderRouteService(app, 'stable')) : null),
+};
+const canaryService: Child = {
+  of: kinds.service, name: canaryName, pruned: true, rolloutOwned: gatewayAPI,
+  render: (app, o) => (gatewayAPI(app) && inRollout(o) ? asObject(renderRouteService(app, 'canary')) : null),
+};
+const traefikMirror: Child = {
+  of: kinds.traefikService, name: mirrorServiceName, pruned: true, rolloutOwned: gatewayAPI,
+  render: (app, o) => (gatewayAPI(app) && app.spec.traffic?.gatewayAPI?.implementation === 'traefik' && o.canary?.mirror ? asObject(renderMirrorService(app, o.canary.mirror)) : null),
+};
+const httpRoute: Child = {
+  of: kinds.httpRoute, name: childName, pruned: true, rolloutOwned: gatewayAPI,
+  render: (app, o) => (gatewayAPI(app) ? asObject(renderHTTPRoute(app, { canary: o.canary })) : null),
 };
 
 /**
- * The children in apply order: storage before the pods that mount it, the Deployments before the Service and the
- * HPA that point at them, the DestinationRule's subsets before the VirtualService routes to them. The PVC is never
- * pruned: storage cannot be removed from a spec, and its data goes only with the Application itself.
+ * The children in apply order: storage before the pods that mount it, the Deployments before the Services and the
+ * HPA that point at them, the DestinationRule's subsets before the VirtualService routes to them, the Services a
+ * route weights before the HTTPRoute. The PVC is never pruned: storage cannot be removed from a spec, and its data
+ * goes only with the Application itself.
  */
-export const children: readonly Child[] = [pvc, stable, canary, service, hpa, destinationRule, virtualService];
+export const children: readonly Child[] = [pvc, stable, canary, service, stableService, canaryService, hpa, destinationRule, virtualService, traefikMirror, httpRoute];
 
 /** Deletion order on finalize: routes first (no traffic to what is going away), storage last. */
-export const finalizeOrder: readonly Child[] = [virtualService, destinationRule, hpa, canary, stable, service, pvc];
+export const finalizeOrder: readonly Child[] = [httpRoute, traefikMirror, virtualService, destinationRule, hpa, canaryService, canary, stable, stableService, service, pvc];
 
 function nullable<T>(o: T | null): ChildObject | null {
   return o === null ? null : asObject(o);

@@ -5,6 +5,7 @@
 import type { V1ObjectMeta } from '@kubernetes/client-node';
 import type { Application } from '../api/application.ts';
 import { CANARY_SUBSET, ISTIO_API_VERSION, LABEL_VERSION, ROUTE_NAME, STABLE_SUBSET, STABLE_VERSION, childName } from '../api/constants.ts';
+import { percent, type CanaryRoute, type HeaderMatch, type RouteWeights } from '../routing/route.ts';
 import { childMetadata, compact, namespaceOf } from './meta.ts';
 
 export type LoadBalancer = 'ROUND_ROBIN' | 'LEAST_CONN' | 'LEAST_REQUEST' | 'RANDOM' | 'PASSTHROUGH';
@@ -53,24 +54,6 @@ export interface VirtualService {
   kind: 'VirtualService';
   metadata: V1ObjectMeta;
   spec: { hosts: string[]; http: HTTPRoute[] };
-}
-
-/** One condition of a header route: a header (exact, prefix or regex) or a cookie (exact value). */
-export interface HeaderMatch {
-  header?: string;
-  cookie?: string;
-  exact?: string;
-  prefix?: string;
-  regex?: string;
-}
-
-/** What a rollout routes to the canary: a weight, requests that match headers or a cookie (A/B), and a mirror. */
-export interface CanaryRoute {
-  weight: number;
-  /** All must match; absent or empty: no header route. */
-  headers?: HeaderMatch[];
-  /** Percentage of requests copied to the canary; absent or 0: no mirror. */
-  mirror?: number;
 }
 
 /** Name of the A/B route, before the weighted one, so the VirtualService can be read back. */
@@ -128,10 +111,6 @@ function stringMatch(m: HeaderMatch): StringMatch {
 export function renderVirtualService(app: Application, options: { canary: CanaryRoute | null }): VirtualService {
   const host = serviceHost(app);
   const { canary } = options;
-  const percent = (what: string, n: number) => {
-    if (!Number.isInteger(n) || n < 0 || n > 100) throw new RangeError(`${what} must be an integer from 0 to 100, got ${n}`);
-    return n;
-  };
   const retryPolicy = app.spec.serviceMesh?.trafficPolicy.retryPolicy;
   const retries = retryPolicy && compact({ ...retryPolicy });
   const stable = (weight: number): RouteDestination => ({ destination: { host, subset: STABLE_SUBSET }, weight });
@@ -171,17 +150,6 @@ export interface RoutesOf {
   };
 }
 
-/** The traffic split of a VirtualService's weighted route, by subset, and what else reaches the canary. */
-export interface RouteWeights {
-  stable: number;
-  canary: number;
-  total: number;
-  /** Some requests (those matching a header route) go to the canary whatever the weights. */
-  headerRoute: boolean;
-  /** Percentage of requests mirrored to the canary. */
-  mirror: number;
-}
-
 /**
  * Reads a VirtualService (as rendered, or as read back from the cluster) the way the mesh will route: the weights of
  * its primary (weighted) route by subset, a lone destination without a weight taking all the traffic, whether a
@@ -197,17 +165,4 @@ export function readRouteWeights(vs: RoutesOf | null): RouteWeights | null {
   const headerRoute = http.some((h) => h !== primary && (h.route ?? []).some((r) => r.destination?.subset === CANARY_SUBSET));
   const mirror = primary?.mirror?.subset === CANARY_SUBSET ? primary.mirrorPercentage?.value ?? 100 : 0;
   return { stable: bySubset(STABLE_SUBSET), canary: bySubset(CANARY_SUBSET), total: routes.reduce((n, r) => n + weightOf(r), 0), headerRoute, mirror };
-}
-
-/** Whether any request reaches the canary: by weight, a header route or a mirror. */
-export function routesToCanary(w: RouteWeights | null): boolean {
-  return Boolean(w && (w.canary > 0 || w.headerRoute || w.mirror > 0));
-}
-
-/** The canary route a VirtualService has, read back, in the rollout's terms (header conditions by key only). */
-export function readCanaryRoute(vs: RoutesOf | null): { weight: number; headers: string[]; mirror: number } | null {
-  const w = readRouteWeights(vs);
-  if (!w) return null;
-  const header = (vs?.spec?.http ?? []).find((h) => h.name === HEADER_ROUTE_NAME);
-  return { weight: w.canary, headers: Object.keys(header?.match?.[0]?.headers ?? {}).sort(), mirror: w.mirror };
 }

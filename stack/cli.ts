@@ -1,9 +1,10 @@
 import { Command } from 'commander';
+import { constants } from 'node:os';
 import { resolve } from 'node:path';
 import { buildAll, optionalGroups, type OptionalGroup } from './build.ts';
 import { demo, demoOperatorStatus, stopDemoOperator } from './demo.ts';
 import { dataPlaneStatus } from './dataplane.ts';
-import { down, envLines, readStack, status, up } from './stack.ts';
+import { down, envLines, readStack, restartServer, serverNames, status, up } from './stack.ts';
 import { runTraffic } from './traffic.ts';
 
 const defaultStateDir = process.env['STACK_STATE_DIR'] ?? resolve(import.meta.dirname, '..', '.state', 'stack');
@@ -57,7 +58,7 @@ program.command('down')
   });
 
 program.command('status')
-  .description('show each server, its pid and ports')
+  .description('show each server, its pid and ports, and whether it answers its health check; exits 1 unless every server is up')
   .action(async () => {
     const rows = await status(stateDir());
     if (!rows) {
@@ -65,16 +66,33 @@ program.command('status')
       process.exitCode = 1;
       return;
     }
-    const line = (name: string, running: boolean, pid: number | undefined, ports: number[]) =>
-      console.log(`${name.padEnd(24)} ${(running ? 'running' : 'stopped').padEnd(8)} pid ${String(pid ?? '-').padEnd(8)} ports ${ports.join(',') || '-'}`);
-    for (const r of rows) line(r.name, r.running, r.pid, r.ports);
+    const line = (name: string, state: string, pid: number | undefined, ports: number[], detail?: string) =>
+      console.log(`${name.padEnd(24)} ${state.padEnd(10)} pid ${String(pid ?? '-').padEnd(8)} ports ${(ports.join(',') || '-').padEnd(24)}${detail ? ` ${detail}` : ''}`.trimEnd());
+    for (const r of rows) line(r.name, r.state, r.pid, r.ports, r.detail);
     const info = await readStack(stateDir());
-    const dataPlane = info ? dataPlaneStatus(info) : [];
-    for (const r of dataPlane) line(r.name, r.running, r.pid, r.ports);
+    const dataPlane = info ? await dataPlaneStatus(info) : [];
+    for (const r of dataPlane) line(r.name, r.state, r.pid, r.ports, r.detail);
     // The operator `npm run demo` started, if any (not a server of the stack: its state does not decide the exit code).
     const op = await demoOperatorStatus(stateDir());
-    if (op.pid) line('operator (demo)', op.running, op.pid, [op.port]);
-    if ([...rows, ...dataPlane].some((r) => !r.running)) process.exitCode = 1;
+    if (op.pid) line('operator (demo)', op.running ? 'running' : 'stopped', op.pid, [op.port]);
+    if ([...rows, ...dataPlane].some((r) => r.state !== 'up')) process.exitCode = 1;
+  });
+
+program.command('restart')
+  .description(`stop one server and start it again on the same ports, waiting until it is healthy (fault drills): ${serverNames.join(', ')}`)
+  .argument('<server>', 'the server to restart')
+  .option('--signal <signal>', 'how to stop it: SIGTERM, or SIGKILL for a crash', 'SIGTERM')
+  .option('--down-seconds <s>', 'how long to leave it down before starting it again', (v) => Number.parseFloat(v), 0)
+  .action(async (server: string, o: { signal: string; downSeconds: number }) => {
+    const name = serverNames.find((n) => n === server);
+    if (!name) throw new Error(`no server "${server}" in the stack; one of: ${serverNames.join(', ')}`);
+    const upper = o.signal.toUpperCase();
+    const signal = (upper.startsWith('SIG') ? upper : `SIG${upper}`) as NodeJS.Signals;
+    if (!(signal in constants.signals)) throw new Error(`--signal ${o.signal}: not a signal (SIGTERM, SIGKILL, SIGINT...)`);
+    if (!Number.isFinite(o.downSeconds) || o.downSeconds < 0) throw new Error(`--down-seconds ${o.downSeconds}: want a number of seconds, 0 or more`);
+    const info = await readStack(stateDir());
+    if (!info) throw new Error(`no stack in ${stateDir()}; run: npm run stack -- up`);
+    await restartServer(info, name, { signal, downMs: o.downSeconds * 1000, print: (l) => console.log(l) });
   });
 
 program.command('demo')

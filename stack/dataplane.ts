@@ -174,30 +174,30 @@ async function savePid(stateDir: string, name: DataPlaneServerName, pid: number 
 }
 
 /** Installs the Gateway API and Traefik CRDs, Traefik's RBAC and token, the GatewayClass and Gateway; starts pod server and Traefik. */
-export async function startDataPlane(info: StackInfo, print: (l: string) => void): Promise<void> {
+export async function startDataPlane(info: StackInfo, print: (l: string) => void, signal?: AbortSignal): Promise<void> {
   const dp = info.dataPlane;
   if (!dp) return;
   const t0 = Date.now();
-  await installDataPlaneCrds(info);
-  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], dataPlaneManifests(dp).map((m) => stringify(m)).join('---\n'));
-  if (!running(dp.servers.traefik)) await writeTraefikToken(info);
-  for (const name of dataPlaneServerNames) await startDataPlaneServer(info, name, print);
+  await installDataPlaneCrds(info, signal);
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], dataPlaneManifests(dp).map((m) => stringify(m)).join('---\n'), signal);
+  if (!running(dp.servers.traefik)) await writeTraefikToken(info, signal);
+  for (const name of dataPlaneServerNames) await startDataPlaneServer(info, name, print, signal);
   await waitFor(`Gateway ${dp.gateway.namespace}/${dp.gateway.name} Programmed by Traefik`, async () => {
-    const gw = JSON.parse(await kubectl(info, ['get', 'gateway.gateway.networking.k8s.io', '-n', dp.gateway.namespace, dp.gateway.name, '-o', 'json'])) as { status?: { conditions?: { type: string; status: string }[] } };
+    const gw = JSON.parse(await kubectl(info, ['get', 'gateway.gateway.networking.k8s.io', '-n', dp.gateway.namespace, dp.gateway.name, '-o', 'json'], undefined, signal)) as { status?: { conditions?: { type: string; status: string }[] } };
     return gw.status?.conditions?.some((c) => c.type === 'Programmed' && c.status === 'True') ?? false;
-  }, { timeoutMs: 60_000, log: dp.servers.traefik.log });
+  }, { timeoutMs: 60_000, log: dp.servers.traefik.log, signal });
   await addScrapeTarget(info, { job: 'traefik', targets: [`127.0.0.1:${dp.ports.traefikMetrics}`] });
   print(`  data plane up in ${((Date.now() - t0) / 1000).toFixed(1)} s: Gateway ${dp.gateway.namespace}/${dp.gateway.name} at ${dp.gatewayUrl}, pods in ${dp.podCidr} (namespace ${dp.netns})`);
 }
 
-async function installDataPlaneCrds(info: StackInfo): Promise<void> {
+async function installDataPlaneCrds(info: StackInfo, signal: AbortSignal | undefined): Promise<void> {
   const a = artifactPaths();
-  const out = await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', a.gatewayApiCrds, '-f', a.traefikCrds, '-o', 'name']);
+  const out = await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', a.gatewayApiCrds, '-f', a.traefikCrds, '-o', 'name'], undefined, signal);
   const crds = out.split('\n').map((l) => l.trim()).filter((l) => l.startsWith('customresourcedefinition'));
   await waitFor('Gateway API and Traefik CRDs Established', async () => {
-    const list = JSON.parse(await kubectl(info, ['get', ...crds, '-o', 'json'])) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
+    const list = JSON.parse(await kubectl(info, ['get', ...crds, '-o', 'json'], undefined, signal)) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
     return list.items.every((c) => c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True'));
-  }, { timeoutMs: 120_000 });
+  }, { timeoutMs: 120_000, signal });
 }
 
 /** Traefik's identity: a ServiceAccount with read access to what its two providers watch, and status writes for Gateway API. */
@@ -237,8 +237,8 @@ function dataPlaneManifests(dp: DataPlaneInfo): object[] {
 }
 
 /** A token of Traefik's ServiceAccount, in a file only root reads; a year is longer than any local stack lives. */
-async function writeTraefikToken(info: StackInfo): Promise<void> {
-  const token = (await kubectl(info, ['create', 'token', 'traefik', '-n', localGateway.namespace, '--duration=8760h'])).trim();
+async function writeTraefikToken(info: StackInfo, signal: AbortSignal | undefined): Promise<void> {
+  const token = (await kubectl(info, ['create', 'token', 'traefik', '-n', localGateway.namespace, '--duration=8760h'], undefined, signal)).trim();
   await mkdir(traefikDir(info.stateDir), { recursive: true });
   await writeFile(tokenFile(info.stateDir), token, { mode: 0o600 });
 }
@@ -249,19 +249,19 @@ const health: Record<DataPlaneServerName, (dp: DataPlaneInfo) => Promise<boolean
 };
 
 /** Starts one data-plane server (unless it runs) and waits until it answers its health check. */
-async function startDataPlaneServer(info: StackInfo, name: DataPlaneServerName, print: (l: string) => void): Promise<void> {
+async function startDataPlaneServer(info: StackInfo, name: DataPlaneServerName, print: (l: string) => void, signal: AbortSignal | undefined): Promise<void> {
   const dp = info.dataPlane!;
   const spec = dp.servers[name];
   if (running(spec)) return;
   // A server just stopped may hold its ports for a moment; one we did not start there gets a clear error.
   for (const port of spec.ports) {
-    await waitFor(`port ${port} free for ${name}`, () => assertPortFree(port, name).then(() => true), { timeoutMs: 15_000 });
+    await waitFor(`port ${port} free for ${name}`, () => assertPortFree(port, name).then(() => true), { timeoutMs: 15_000, signal });
   }
   const t0 = Date.now();
   const pid = startDetached(spec);
   spec.pid = pid;
   await savePid(info.stateDir, name, pid);
-  await waitFor(name, () => health[name](dp), { pid, log: spec.log, timeoutMs: 60_000 });
+  await waitFor(name, () => health[name](dp), { pid, log: spec.log, timeoutMs: 60_000, signal });
   print(`  ${name} up (pid ${pid}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
@@ -283,15 +283,23 @@ export async function stopDataPlane(info: StackInfo): Promise<void> {
   await removePodNetwork(info.dataPlane);
 }
 
-/** Each data-plane server's pid and whether it runs, for `stack status`. */
-export function dataPlaneStatus(info: StackInfo): { name: DataPlaneServerName; pid?: number; running: boolean; ports: number[] }[] {
+/** Each data-plane server's pid, ports and whether it answers its health check, for `stack status`. */
+export async function dataPlaneStatus(info: StackInfo): Promise<{ name: DataPlaneServerName; pid?: number; ports: number[]; state: 'up' | 'unhealthy' | 'stopped'; detail?: string }[]> {
   const dp = info.dataPlane;
   if (!dp) return [];
-  return dataPlaneServerNames.map((name) => {
+  return Promise.all(dataPlaneServerNames.map(async (name) => {
     const s = dp.servers[name];
-    return { name, ports: s.ports, running: running(s), ...(s.pid ? { pid: s.pid } : {}) };
-  });
+    const row = { name, ports: s.ports, ...(s.pid ? { pid: s.pid } : {}) };
+    if (!running(s)) return { ...row, state: 'stopped' as const };
+    const healthy = await health[name](dp).catch(() => false);
+    return healthy ? { ...row, state: 'up' as const } : { ...row, state: 'unhealthy' as const, detail: unhealthyDetail[name](dp) };
+  }));
 }
+
+const unhealthyDetail: Record<DataPlaneServerName, (dp: DataPlaneInfo) => string> = {
+  'pod-server': (dp) => `${dp.podServerUrl}/healthz does not answer 200 (pods not listed, or the server inside ${dp.netns} not in step)`,
+  traefik: (dp) => `http://127.0.0.1:${dp.ports.traefikMetrics}/ping does not answer 200`,
+};
 
 /** Lines for `stack env`: where the Gateway and the pod server are. */
 export function dataPlaneEnvLines(info: StackInfo): string[] {

@@ -81,10 +81,14 @@ export async function stopPid(pid: number, command: string, signal: NodeJS.Signa
   }
 }
 
-/** Polls check() until it returns true; fails early with the log tail when the server died, or on timeout. */
-export async function waitFor(what: string, check: () => Promise<boolean>, opts: { timeoutMs: number; pid?: number; log?: string }): Promise<void> {
+/**
+ * Polls check() until it returns true; fails early with the log tail when the server died, at once when `signal`
+ * aborts (a Ctrl-C of `up`), or on timeout.
+ */
+export async function waitFor(what: string, check: () => Promise<boolean>, opts: { timeoutMs: number; pid?: number; log?: string; signal?: AbortSignal | undefined }): Promise<void> {
   try {
     await eventually(what, async () => {
+      if (opts.signal?.aborted) throw new StopPolling(`stopped while waiting for ${what}`);
       if (opts.pid !== undefined && !isAlive(opts.pid)) throw new StopPolling(`${what} exited during start-up.${await logTail(opts.log)}`);
       return (await check()) ? true : undefined;
     }, { timeoutMs: opts.timeoutMs, intervalMs: 250 });

@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { request } from 'node:https';
-import { request as httpRequest } from 'node:http';
+import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -13,6 +13,7 @@ import { podsPerNodeDefault } from './pod-cidr.ts';
 import { ensurePki, type Pki } from './pki.ts';
 import { assertPortFree, freePort } from '../lib/net.ts';
 import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { artifactPaths, type ArtifactPaths } from './versions.ts';
 
 const exec = promisify(execFile);
@@ -75,6 +76,8 @@ export interface UpOptions {
   /** Create the stack with its data plane (Traefik, the pod server, the pod network); a stack keeps what it was created with. */
   dataPlane?: boolean;
   print?: (line: string) => void;
+  /** Stops the start under way (Ctrl-C, a test run's SIGTERM): up() rejects, and the caller stops what had started (down). */
+  signal?: AbortSignal;
 }
 
 /** The image whose pods kwok keeps Running but never Ready (a bad canary in tests and demos). */
@@ -354,39 +357,44 @@ async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: n
   await writeFile(join(stateDir, 'kwok.yaml'), docs.map((d) => stringify(d)).join('---\n'));
 }
 
-function httpsGet(url: string, pki: PemPki): Promise<{ status: number; body: string }> {
-  return new Promise((res, rej) => {
-    const req = request(url, {
-      ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem, timeout: 3000,
-    } as Parameters<typeof request>[1], (r) => {
-      let body = '';
-      r.on('data', (d: Buffer) => (body += d.toString()));
-      r.on('end', () => res({ status: r.statusCode ?? 0, body }));
-    });
-    req.on('error', rej);
-    req.on('timeout', () => req.destroy(new Error('timeout')));
-    req.end();
-  });
+/** What a GET of a health endpoint answered. */
+interface HttpAnswer {
+  url: string;
+  status: number;
+  body: string;
 }
 
-function httpGet(url: string): Promise<{ status: number; body: string }> {
+/**
+ * GETs a URL within 3 s; rejects naming the URL and the cause (refused, timed out). Over https with `pki`, the
+ * stack's CA and admin client certificate; with null, without checking the server (the scheduler's own certificate).
+ */
+function httpsGet(url: string, pki: PemPki | null): Promise<HttpAnswer> {
+  const tls = pki ? { ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem } : { rejectUnauthorized: false };
+  return get(url, (cb) => request(url, { ...tls, timeout: 3000 }, cb));
+}
+
+function httpGet(url: string): Promise<HttpAnswer> {
+  return get(url, (cb) => httpRequest(url, { timeout: 3000 }, cb));
+}
+
+function get(url: string, send: (cb: (r: IncomingMessage) => void) => ClientRequest): Promise<HttpAnswer> {
   return new Promise((res, rej) => {
-    const req = httpRequest(url, { timeout: 3000 }, (r) => {
+    const req = send((r) => {
       let body = '';
       r.on('data', (d: Buffer) => (body += d.toString()));
-      r.on('end', () => res({ status: r.statusCode ?? 0, body }));
+      r.on('end', () => res({ url, status: r.statusCode ?? 0, body }));
     });
-    req.on('error', rej);
-    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', (err) => rej(new Error(`GET ${url}: ${err.message}`)));
+    req.on('timeout', () => req.destroy(new Error('no answer within 3 s')));
     req.end();
   });
 }
 
 /** Runs the cached kubectl against the stack. */
-export async function kubectl(info: Pick<StackInfo, 'kubeconfig'>, args: string[], input?: string): Promise<string> {
+export async function kubectl(info: Pick<StackInfo, 'kubeconfig'>, args: string[], input?: string, signal?: AbortSignal): Promise<string> {
   const a = artifactPaths();
   return new Promise((res, rej) => {
-    const child = execFile(a.kubectl, [`--kubeconfig=${info.kubeconfig}`, ...args], { maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+    const child = execFile(a.kubectl, [`--kubeconfig=${info.kubeconfig}`, ...args], { maxBuffer: 64 << 20, ...(signal ? { signal } : {}) }, (err, stdout, stderr) => {
       if (err) rej(new Error(`kubectl ${args.join(' ')}: ${stderr || err.message}`));
       else res(stdout);
     });
@@ -406,54 +414,93 @@ async function loadPki(stateDir: string): Promise<PemPki> {
   };
 }
 
-/** Starts one server of a stack (if not already running) and waits until it serves. */
-export async function startServer(info: StackInfo, name: ServerName, print: (l: string) => void = () => {}): Promise<void> {
+/**
+ * Each server's health check, which throws saying why the server is not healthy, and how long a start may take
+ * to pass it. The controller manager serves no port here (--secure-port=0): alive is all that can be told of it.
+ */
+const health: Record<ServerName, { startTimeoutMs: number; check?: (info: StackInfo, pki: PemPki, spec: ServerSpec) => Promise<void> }> = {
+  etcd: { startTimeoutMs: 60_000, check: (info) => expect(httpGet(`http://127.0.0.1:${info.ports.etcd}/health`), (r) => r.body.includes('"health":"true"')) },
+  'kube-apiserver': { startTimeoutMs: 120_000, check: (info, pki) => expect(httpsGet(`${info.apiserverUrl}/readyz`, pki), (r) => r.status === 200) },
+  'kube-controller-manager': { startTimeoutMs: 10_000 },
+  'kube-scheduler': { startTimeoutMs: 60_000, check: (info) => expect(httpsGet(`https://127.0.0.1:${info.ports.scheduler}/healthz`, null), (r) => r.status === 200) },
+  kwok: { startTimeoutMs: 10_000, check: (info) => expect(httpGet(`http://127.0.0.1:${info.ports.kwok}/healthz`), (r) => r.status === 200) },
+  temporal: {
+    startTimeoutMs: 120_000,
+    check: async (info, _pki, spec) => {
+      const { stdout } = await exec(spec.command, ['operator', 'cluster', 'health', `--address=${info.temporalAddress}`], { timeout: 5000 })
+        .catch((err: unknown) => { throw new Error(`temporal operator cluster health --address=${info.temporalAddress}: ${firstLine(err)}`); });
+      if (!stdout.includes('SERVING')) throw new Error(`temporal operator cluster health --address=${info.temporalAddress}: ${stdout.trim()}`);
+    },
+  },
+  // Ready once its storage is open (after a restart: once the WAL is replayed), which is when queries work.
+  prometheus: { startTimeoutMs: 60_000, check: (info) => expect(httpGet(`${info.prometheusUrl}/-/ready`), (r) => r.status === 200) },
+};
+
+/** Resolves when the answer is as wanted; else throws with the URL and what came back (or why nothing did). */
+async function expect(answer: Promise<HttpAnswer>, ok: (r: HttpAnswer) => boolean): Promise<void> {
+  const r = await answer;
+  if (!ok(r)) throw new Error(`${r.url} answered ${r.status}: ${r.body.trim().split('\n')[0]?.slice(0, 200) ?? ''}`);
+}
+
+function firstLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0] ?? '';
+}
+
+/** Why a running server is not healthy, or undefined when it answers its health check (or has none). */
+async function unhealthy(info: StackInfo, name: ServerName, pki: PemPki): Promise<string | undefined> {
+  const check = health[name].check;
+  if (!check) return undefined;
+  return check(info, pki, info.servers[name]).then(() => undefined, (err: unknown) => firstLine(err));
+}
+
+/** How long `up` waits for a server that runs but does not answer (one shutting down, or still starting). */
+const lingerTimeoutMs = 60_000;
+
+/**
+ * Starts one server of a stack (if not already running and healthy) and waits until it serves. A process of ours
+ * that runs but fails its health check is waited for until it answers (it was starting) or exits (it was shutting
+ * down, e.g. killed a moment ago), saying so, then started again.
+ */
+export async function startServer(info: StackInfo, name: ServerName, print: (l: string) => void = () => {}, signal?: AbortSignal): Promise<void> {
   const spec = info.servers[name];
-  if (isOurs(spec.pid, spec.command)) return;
+  const pki = await loadPki(info.stateDir);
+  if (spec.pid && isOurs(spec.pid, spec.command)) {
+    const why = await unhealthy(info, name, pki);
+    if (!why) return;
+    const pid = spec.pid;
+    print(`  ${name} (pid ${pid}) runs but is not healthy (${why}): waiting up to ${lingerTimeoutMs / 1000} s for it to exit (shutting down?) or to answer (starting?)`);
+    const deadline = Date.now() + lingerTimeoutMs;
+    for (;;) {
+      signal?.throwIfAborted();
+      if (!isOurs(pid, spec.command)) {
+        print(`  ${name} (pid ${pid}) exited; starting it again`);
+        break;
+      }
+      if (!(await unhealthy(info, name, pki))) {
+        print(`  ${name} (pid ${pid}) answers now`);
+        return;
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`${name} (pid ${pid}) neither answers its health check nor exits after ${lingerTimeoutMs / 1000} s (${why}); see ${spec.log}, or replace it: npm run stack -- restart ${name}`);
+      }
+      await sleep(250);
+    }
+  }
   // A server just killed may hold its ports for a moment while the kernel tears its sockets down.
   for (const port of spec.ports) {
-    await waitFor(`port ${port} free for ${name}`, () => assertPortFree(port, name).then(() => true), { timeoutMs: 15_000 });
+    const free = await assertPortFree(port, name).then(() => true, () => false);
+    if (free) continue;
+    print(`  waiting for port ${port} to be free for ${name}`);
+    await waitFor(`port ${port} free for ${name}`, () => assertPortFree(port, name).then(() => true), { timeoutMs: 15_000, signal });
   }
   const t0 = Date.now();
   const pid = startDetached(spec);
   spec.pid = pid;
   await saveServerPid(info, name, pid);
-  const pki = await loadPki(info.stateDir);
-  const opts = { pid, log: spec.log };
-  switch (name) {
-    case 'etcd':
-      await waitFor('etcd', async () => (await httpGet(`http://127.0.0.1:${info.ports.etcd}/health`)).body.includes('"health":"true"'), { ...opts, timeoutMs: 60_000 });
-      break;
-    case 'kube-apiserver':
-      await waitFor('kube-apiserver', async () => (await httpsGet(`${info.apiserverUrl}/readyz`, pki)).status === 200, { ...opts, timeoutMs: 120_000 });
-      break;
-    case 'kube-scheduler':
-      await waitFor('kube-scheduler', async () => {
-        const r = await new Promise<number>((res, rej) => {
-          const req = request(`https://127.0.0.1:${info.ports.scheduler}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (resp) => {
-            resp.resume();
-            res(resp.statusCode ?? 0);
-          });
-          req.on('error', rej);
-          req.end();
-        });
-        return r === 200;
-      }, { ...opts, timeoutMs: 60_000 });
-      break;
-    case 'temporal':
-      await waitFor('temporal dev server', async () => {
-        const { stdout } = await exec(spec.command, ['operator', 'cluster', 'health', `--address=${info.temporalAddress}`], { timeout: 5000 });
-        return stdout.includes('SERVING');
-      }, { ...opts, timeoutMs: 120_000 });
-      break;
-    case 'prometheus':
-      // Ready once its storage is open (after a restart: once the WAL is replayed), which is when queries work.
-      await waitFor('prometheus', async () => (await httpGet(`${info.prometheusUrl}/-/ready`)).status === 200, { ...opts, timeoutMs: 60_000 });
-      break;
-    default:
-      // The controller manager and kwok have no cheap health endpoint here; the checks in up() (nodes Ready) cover kwok.
-      await waitFor(name, () => Promise.resolve(Date.now() - t0 > 1000), { ...opts, timeoutMs: 10_000 });
-  }
+  const { check, startTimeoutMs } = health[name];
+  // Without a health check, surviving its first second is what "started" means.
+  const started = check ? () => check(info, pki, spec).then(() => true) : () => Promise.resolve(Date.now() - t0 > 1000);
+  await waitFor(name, started, { pid, log: spec.log, timeoutMs: startTimeoutMs, signal });
   print(`  ${name} up (pid ${pid}) in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 }
 
@@ -463,6 +510,19 @@ export async function stopServer(info: StackInfo, name: ServerName, signal: Node
   if (spec.pid) await stopPid(spec.pid, spec.command, signal);
   delete spec.pid;
   await saveServerPid(info, name, undefined);
+}
+
+/**
+ * Stops one server (with `signal`: SIGTERM by default, SIGKILL for a crash), leaves it down for `downMs`, then
+ * starts it again on the same ports and waits until it is healthy: a fault drill in one command.
+ */
+export async function restartServer(info: StackInfo, name: ServerName, opts: { signal?: NodeJS.Signals; downMs?: number; print?: (l: string) => void } = {}): Promise<void> {
+  const print = opts.print ?? (() => {});
+  const pid = info.servers[name].pid;
+  await stopServer(info, name, opts.signal ?? 'SIGTERM');
+  print(`  ${name} stopped${pid ? ` (pid ${pid}, ${opts.signal ?? 'SIGTERM'})` : ' (was not running)'}`);
+  if (opts.downMs) await sleep(opts.downMs);
+  await startServer(info, name, print);
 }
 
 /**
@@ -533,17 +593,18 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   if (opts.codecEndpoint !== undefined) await pointUiAtCodecServer(info, opts.codecEndpoint, print);
   await writePrometheusConfig(stateDir, info.ports.prometheus);
   const t0 = Date.now();
+  const signal = opts.signal;
   // The pod network comes first: the proxy must never run while pod addresses are unrouted.
   await ensurePodNetwork(info, print);
-  for (const name of serverNames) await startServer(info, name, print);
+  for (const name of serverNames) await startServer(info, name, print, signal);
 
   const nodes = opts.nodes ?? 2;
   const podsPerNode = info.dataPlane ? nodePodCapacity(info.dataPlane, nodes) : podsPerNodeDefault;
-  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i, podsPerNode))).join('---\n'));
-  await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s']);
-  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(storageClassManifest));
-  await installCrds(info);
-  await startDataPlane(info, print);
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i, podsPerNode))).join('---\n'), signal);
+  await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s'], undefined, signal);
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(storageClassManifest), signal);
+  await installCrds(info, signal);
+  await startDataPlane(info, print, signal);
   print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
   return info;
 }
@@ -577,16 +638,16 @@ async function addPrometheus(info: StackInfo): Promise<void> {
 }
 
 /** Installs Istio's networking CRDs and the project's CRDs, and waits until they are Established. */
-export async function installCrds(info: StackInfo): Promise<void> {
+export async function installCrds(info: StackInfo, signal?: AbortSignal): Promise<void> {
   const a = artifactPaths();
   // Istio's CRDs are too large for client-side apply's last-applied annotation.
-  const out = await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', a.istioCrds, '-f', join(repoRoot, 'crds'), '-o', 'name']);
+  const out = await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', a.istioCrds, '-f', join(repoRoot, 'crds'), '-o', 'name'], undefined, signal);
   const names = out.split('\n').map((l) => l.trim()).filter(Boolean);
   // `kubectl wait` fails outright on a CRD whose status is not written yet, so poll instead.
   await waitFor('CRDs Established', async () => {
-    const list = JSON.parse(await kubectl(info, ['get', ...names, '-o', 'json'])) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
+    const list = JSON.parse(await kubectl(info, ['get', ...names, '-o', 'json'], undefined, signal)) as { items: { status?: { conditions?: { type: string; status: string }[] } }[] };
     return list.items.every((c) => c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True'));
-  }, { timeoutMs: 120_000 });
+  }, { timeoutMs: 120_000, signal });
 }
 
 /** Stops every server this stack started, by pid, in reverse order. */
@@ -599,15 +660,30 @@ export async function down(stateDir: string, opts: { purge?: boolean } = {}): Pr
   if (opts.purge) await rm(resolve(stateDir), { recursive: true, force: true });
 }
 
-/** Each server's pid and whether it is running. */
-export async function status(stateDir: string): Promise<{ name: ServerName; pid?: number; running: boolean; ports: number[] }[] | null> {
+/** A server as `status` sees it: up (running and answering its health check), unhealthy (running, not answering: why), or stopped. */
+export interface ServerStatus {
+  name: ServerName;
+  pid?: number;
+  ports: number[];
+  state: 'up' | 'unhealthy' | 'stopped';
+  /** Why it is unhealthy, or that only its process could be checked. */
+  detail?: string;
+}
+
+/** Each server's pid, ports and state: a running process is only `up` when it answers its health check. */
+export async function status(stateDir: string): Promise<ServerStatus[] | null> {
   const info = await readStack(resolve(stateDir));
   if (!info) return null;
-  return serverNames.map((name) => {
+  const pki = await loadPki(info.stateDir);
+  return Promise.all(serverNames.map(async (name): Promise<ServerStatus> => {
     const s = info.servers[name] as (typeof info.servers)[ServerName] | undefined;
-    if (!s) return { name, ports: [], running: false };
-    return { name, ports: s.ports, running: isOurs(s.pid, s.command), ...(s.pid ? { pid: s.pid } : {}) };
-  });
+    if (!s) return { name, ports: [], state: 'stopped' };
+    const row = { name, ports: s.ports, ...(s.pid ? { pid: s.pid } : {}) };
+    if (!isOurs(s.pid, s.command)) return { ...row, state: 'stopped' };
+    if (!health[name].check) return { ...row, state: 'up', detail: 'no health endpoint: process alive' };
+    const why = await unhealthy(info, name, pki);
+    return why ? { ...row, state: 'unhealthy', detail: why } : { ...row, state: 'up' };
+  }));
 }
 
 /** Shell lines to export so kubectl, the operator and the tests use this stack. */

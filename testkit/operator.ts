@@ -27,6 +27,10 @@ export interface OperatorProcess {
   args: string[];
   /** Stops it (SIGKILL simulates a crash; SIGTERM is followed by SIGKILL after graceMs) and waits for it to exit. */
   stop(signal?: NodeJS.Signals, graceMs?: number): Promise<void>;
+  /** Sends a signal and returns at once (stop() waits and kills). */
+  signal(signal: NodeJS.Signals): void;
+  /** How the running process ends: its exit code, or the signal that killed it. */
+  exited(): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   /** Starts it again with the same settings. */
   restart(): Promise<void>;
   logs(): Promise<string>;
@@ -129,9 +133,19 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
     clearTimeout(timer);
   };
 
+  const current = () => {
+    if (!child) throw new Error('operator not started');
+    return child;
+  };
   await start();
   return {
     taskQueue, logFile, args, stop, restart: () => start(),
+    signal: (sig) => current().kill(sig),
+    exited: () => {
+      const c = current();
+      if (exited(c)) return Promise.resolve({ code: c.exitCode, signal: c.signalCode });
+      return new Promise((r) => c.once('exit', (code, sig) => r({ code, signal: sig })));
+    },
     get metricsUrl() { return metricsUrl(); },
     logs: () => readFile(logFile, 'utf8'),
     isReady: async () => (await fetch(`${metricsUrl()}/readyz`).catch(() => null))?.ok === true,

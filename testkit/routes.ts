@@ -3,7 +3,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { canaryName, ISTIO_API_VERSION } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
-import { readRouteWeights, routesToCanary } from '../render/istio.ts';
+import { readRouteWeights } from '../render/istio.ts';
+import { routesToCanary } from '../routing/route.ts';
 import { kubeApi, type Json } from './apps.ts';
 
 export interface RouteRecord {

@@ -34,6 +34,8 @@ export interface RunStackOptions {
   keep?: boolean;
   /** Told the new stack's state folder before its servers start, so a caller can tear a half-started stack down (Ctrl-C). */
   onStateDir?: (stateDir: string) => void;
+  /** Stops a start under way: the servers started so far are stopped and the state folder removed (a reused stack is left alone). */
+  signal?: AbortSignal;
   print?: (line: string) => void;
 }
 
@@ -45,8 +47,10 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
   if (opts.reuse) {
     const rows = await status(opts.reuse);
     const found = await readStack(opts.reuse);
-    if (!rows || !found || rows.some((r) => !r.running)) {
-      throw new Error(`STACK_STATE_DIR=${opts.reuse} names no running stack (see: npm run stack -- status); unset it to let the run start its own`);
+    const notUp = rows?.filter((r) => r.state !== 'up') ?? [];
+    if (!rows || !found || notUp.length > 0) {
+      const which = notUp.map((r) => `${r.name} ${r.state}${r.detail ? ` (${r.detail})` : ''}`).join('; ');
+      throw new Error(`STACK_STATE_DIR=${opts.reuse} names no running stack${which ? `: ${which}` : ''} (see: npm run stack -- status); unset it to let the run start its own`);
     }
     print(`reusing the stack in ${opts.reuse}`);
     info = found;
@@ -56,15 +60,22 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     print(`starting a stack for this run in ${stateDir}`);
     opts.onStateDir?.(stateDir);
     try {
-      info = await up({ stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, dataPlane: opts.dataPlane ?? false, print });
+      info = await up({
+        stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, dataPlane: opts.dataPlane ?? false, print,
+        ...(opts.signal ? { signal: opts.signal } : {}),
+      });
     } catch (err) {
-      // The servers that did start are not left running behind a failed start.
+      // The servers that did start are not left running behind a failed or interrupted start.
       await down(stateDir, { purge: true }).catch(() => undefined);
       throw err;
     }
     owned = true;
   }
   const bundle = await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, logger: quietLogger });
+  if (opts.signal?.aborted) {
+    if (owned) await down(info.stateDir, { purge: true });
+    throw new Error('stopped while starting the stack');
+  }
   const bundlePath = join(info.stateDir, `workflow-bundle-${process.pid}.js`);
   // Written aside and renamed, so a process reading the bundle never sees half a file.
   await writeFile(`${bundlePath}.tmp`, bundle.code);

@@ -51,5 +51,15 @@ export function changeReason(before: Observation | undefined, after: Observation
   return null;
 }
 
+/**
+ * The reason to wake the workflow when a stable pod's problem (reconcile/status.ts podSignature; '' for none) went
+ * from `before` to `after`: a new problem, or another one. A pod that cannot start changes nothing in its
+ * Deployment's status, so without this its Application would say why only on its next timed re-check. A problem
+ * that goes away needs no signal: the pod then becomes ready or goes, and its Deployment's status says so.
+ */
+export function podChangeReason(before: string | undefined, after: string): ChangeReason | null {
+  return after !== '' && after !== (before ?? '') ? 'child-status' : null;
+}
+
 /** When several reasons arrive in one burst, the workflow needs only the strongest (every one but child-status re-applies). */
 export const reasonStrength: Record<ChangeReason, number> = { 'child-status': 0, resync: 1, child: 2, deleted: 3, spec: 4 };

@@ -1,11 +1,13 @@
 import type { Client } from '@temporalio/client';
-import { API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND } from '../api/constants.ts';
+import {
+  API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, STABLE_VERSION,
+} from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds, kinds } from '../render/children.ts';
-import { deploymentSignature, type ObservedDeployment } from '../reconcile/status.ts';
+import { deploymentSignature, podSignature, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
 import {
@@ -13,7 +15,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
-import { changeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
+import { changeReason, podChangeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
 import { Sweeper, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
@@ -45,9 +47,25 @@ interface Pending {
   attempts: number;
 }
 
+/** One collection's reflector and, while it fails, what went wrong (for /readyz). */
+interface Informer {
+  name: string;
+  reflector: Reflector;
+  failing?: FailingSince;
+}
+
+/** A run of failed list or watch attempts: the last error and when it came, since when it fails, and how often. */
+export interface FailingSince {
+  error: string;
+  at: Date;
+  since: Date;
+  attempts: number;
+}
+
 type Obj = KubeObject & {
   metadata: KubeObject['metadata'] & {
-    annotations?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[]; ownerReferences?: { apiVersion: string; kind: string; name: string }[];
+    annotations?: Record<string, string>; labels?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[];
+    ownerReferences?: { apiVersion: string; kind: string; name: string }[];
   };
   status?: unknown;
 };
@@ -59,12 +77,14 @@ type Obj = KubeObject & {
  */
 export class Watcher {
   private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>;
-  private readonly informers: { name: string; reflector: Reflector }[] = [];
+  private readonly informers: Informer[] = [];
   private readonly apps = new Map<string, Observation>();
   /** namespace/name -> metricsView of the Application (the reflectors keep no whole objects). */
   private readonly appViews = new Map<string, unknown>();
   private readonly releases = new Map<string, Observation>();
   private readonly children = new Map<string, Observation>();
+  /** namespace/name -> the problem of a stable pod that cannot run (podSignature); pods without one are not kept. */
+  private readonly podProblems = new Map<string, string>();
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
   private inFlight = 0;
@@ -84,6 +104,11 @@ export class Watcher {
     return this.informers.length > 0 && this.informers.every((i) => i.reflector.synced);
   }
 
+  /** Why the watcher has not synced yet (the collections not listed, the last error listing them); undefined once synced. */
+  unsynced(): string | undefined {
+    return unsyncedReport(this.informers.map((i) => ({ name: i.name, synced: i.reflector.synced, ...(i.failing ? { failing: i.failing } : {}) })));
+  }
+
   /** The Applications as last seen, cut down to what the metrics read (operator/metrics.ts: phases, failures, rollouts). */
   applications(): unknown[] {
     return [...this.appViews.values()];
@@ -101,19 +126,28 @@ export class Watcher {
       this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
       this.addInformer(`releases${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: RELEASE_KIND, namespace: ns }), undefined, (type, obj) => this.onRelease(type, obj));
     }
+    // A router's kinds exist only where its CRDs are installed (Istio's, the Gateway API's): the others are not watched.
+    const served = await Promise.all(childKinds.filter((k) => k.watched).map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => true) })));
+    for (const { k } of served.filter((x) => !x.ok)) {
+      this.opts.log.info({ kind: k.kind, apiVersion: k.apiVersion }, `not watching ${k.kind}: this cluster does not serve ${k.apiVersion} ${k.plural} (an Application routed through it is told so in its status)`);
+    }
+    const watchedKinds = served.filter((x) => x.ok).map((x) => x.k);
     for (const ns of scopes) {
-      for (const c of childKinds.filter((k) => k.watched)) {
+      for (const c of watchedKinds) {
         const path = collectionPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: ns });
         // Only a Deployment's status wakes anything; of the other children the metadata is all the watcher reads.
         this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj), !statusMatters(c.kind));
       }
+      // Stable pods, for what keeps one from running: nothing in its Deployment's status changes when it cannot start.
+      this.addInformer(`Pod${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: 'v1', kind: 'Pod', namespace: ns }),
+        `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_VERSION}=${STABLE_VERSION}`, (type, obj) => this.onStablePod(type, obj));
     }
     // Applications (and Releases) first, so children events can be matched to a known Application.
     const appInformers = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases'));
     await Promise.all(appInformers.map((i) => i.reflector.start()));
     this.initialSync = false;
     await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => i.reflector.start()));
-    if (this.opts.sweepSeconds > 0) {
+    if (this.opts.sweepSeconds > 0 && !this.stopped) {
       const sweeper = new Sweeper(this.opts.temporal, this.opts.taskQueue);
       this.sweepTimer = setInterval(() => {
         this.sweeping ??= this.sweep(sweeper).finally(() => { this.sweeping = undefined; });
@@ -160,14 +194,23 @@ export class Watcher {
   }
 
   private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void, metadataOnly = false): void {
-    const reflector = new Reflector({
-      kube: this.opts.kube, path, labelSelector, metadataOnly,
-      onEvent: handler,
-      onError: (err, retryInMs) => {
-        if (!this.stopped) this.opts.log.warn({ informer: name, err: err.message, retryInMs }, 'informer stopped; restarting');
-      },
-    });
-    this.informers.push({ name, reflector });
+    const informer: Informer = {
+      name,
+      reflector: new Reflector({
+        kube: this.opts.kube, path, labelSelector, metadataOnly,
+        onEvent: (type, obj) => {
+          delete informer.failing;
+          handler(type, obj);
+        },
+        onError: (err, retryInMs) => {
+          if (this.stopped) return;
+          const now = new Date();
+          informer.failing = { error: err.message, at: now, since: informer.failing?.since ?? now, attempts: (informer.failing?.attempts ?? 0) + 1 };
+          this.opts.log.warn({ informer: name, err: err.message, retryInMs }, 'informer stopped; restarting');
+        },
+      }),
+    };
+    this.informers.push(informer);
   }
 
   private onApplication(type: WatchEvent['type'], obj: Obj): void {
@@ -222,6 +265,21 @@ export class Watcher {
     if (!app || app.deleting) return;
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     if (reason) this.enqueue(`app:${appKey}`, reason, `${kind}/${obj.metadata.name}`);
+  }
+
+  private onStablePod(type: WatchEvent['type'], obj: Obj): void {
+    const app = obj.metadata.labels?.[LABEL_NAME];
+    if (!app || !obj.metadata.namespace) return;
+    const podKey = keyOf(obj);
+    const before = this.podProblems.get(podKey);
+    const now = type === 'delete' ? '' : podSignature(obj as unknown as ObservedPod);
+    if (now) this.podProblems.set(podKey, now);
+    else this.podProblems.delete(podKey);
+    const appKey = `${obj.metadata.namespace}/${app}`;
+    const known = this.apps.get(appKey);
+    if (!known || known.deleting) return;
+    const reason = podChangeReason(before, now);
+    if (reason) this.enqueue(`app:${appKey}`, reason, `Pod/${obj.metadata.name}`);
   }
 
   /**
@@ -329,6 +387,23 @@ export class Watcher {
       }
     }
   }
+}
+
+/**
+ * What /readyz says while collections are not listed yet: how many and which, and the most recent error of those
+ * failing, with since when and how many attempts (an API server that refuses or hangs shows here, not only in logs).
+ */
+export function unsyncedReport(informers: { name: string; synced: boolean; failing?: FailingSince }[]): string | undefined {
+  const waiting = informers.filter((i) => !i.synced);
+  if (waiting.length === 0) return undefined;
+  const names = waiting.slice(0, 3).map((i) => i.name).join(', ') + (waiting.length > 3 ? ', ...' : '');
+  const listed = `${waiting.length} of ${informers.length} collections not listed yet (${names})`;
+  const failing = waiting.flatMap((i) => (i.failing ? [i.failing] : []));
+  if (failing.length === 0) return `${listed}; listing`;
+  const first = new Date(Math.min(...failing.map((f) => f.since.getTime())));
+  const latest = failing.reduce((a, b) => (b.at > a.at ? b : a));
+  const attempts = failing.reduce((n, f) => n + f.attempts, 0);
+  return `${listed}; failing since ${first.toISOString().replace(/\.\d+Z$/, 'Z')} (${attempts} failed attempts), last: ${latest.error}`;
 }
 
 function observe(kind: string, obj: Obj): Observation {

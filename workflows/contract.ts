@@ -4,7 +4,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { RolloutPhase } from '../api/constants.ts';
 import type { AnalysisVerdict, RecoveredRollout } from '../activities/types.ts';
-import type { CanaryRoute } from '../render/istio.ts';
+import type { CanaryRoute } from '../routing/route.ts';
 import type { MetricTally } from './rollout/analysis.ts';
 import type { Interruption } from './rollout/decide.ts';
 import type { RolloutPlan } from './rollout/plan.ts';
@@ -157,6 +157,8 @@ export interface RolloutCarry {
   deadline: number;
   /** Undos registered so far, run last first. */
   undos: UndoKind[];
+  /** The message that says what the rollout does (a repair's message gives way to it at the next clean check). */
+  steady?: string;
   /** 1 for the first run of the rollout, +1 for each continue-as-new. */
   run: number;
 }

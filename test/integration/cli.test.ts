@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { describe, it } from 'node:test';
 import { freePort } from '../../lib/net.ts';
 import { eventually } from '../../lib/poll.ts';
-import { appManifest, applyAsUser } from '../../testkit/apps.ts';
+import { appManifest, applyAsUser, kube } from '../../testkit/apps.ts';
 import { waitCanaryPhase } from '../../testkit/canary.ts';
 import { testEnv } from '../../testkit/env.ts';
 import { startOperator } from '../../testkit/operator.ts';
@@ -49,6 +49,42 @@ describe('the CLI', () => {
     const promote = await run(['promote', 'twice', '-n', s.ns]);
     assert.equal(promote.code, 1);
     assert.match(promote.err, /promote rejected: the rollout of v2 is already Aborted/);
+  });
+
+  it('status says what keeps failing now, under the state it makes out of date, and stops once it works again', async (t) => {
+    // An admission policy that refuses Deployments here (403): every reconcile pass fails until it is removed.
+    const policy = `freeze-deployments-${s.ns}`;
+    await applyAsUser({
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name: policy },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: { resourceRules: [{ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] }] },
+        validations: [{ expression: 'false', message: 'deployments are frozen in this namespace', reason: 'Forbidden' }],
+      },
+    });
+    await applyAsUser({
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: policy },
+      spec: { policyName: policy, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.ns } } } },
+    });
+    const removePolicy = () => kube(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+    t.after(removePolicy);
+    // The API server takes a moment to load a new policy.
+    await eventually('the policy in force', () => kube(['-n', s.ns, 'create', 'deployment', 'probe', '--image=nginx', '--dry-run=server']).then(() => undefined, (err: unknown) => (String(err).includes('frozen') ? true : undefined)));
+    await applyAsUser(appManifest(s.ns, 'frozen', { image: 'nginx:1.25' }));
+    const failing = await eventually('status to say that the reconcile pass keeps failing', async () => {
+      const r = await run(['status', 'frozen', '-n', s.ns]);
+      if (!/failing now: the reconcile pass \(attempt \d+, last (just now|\d+ s ago)\): .*403 Forbidden.*deployments are frozen in this namespace/.test(r.out)) throw new Error(`status says: ${r.out}${r.err}`);
+      return r.out;
+    }, { timeoutMs: 60_000, intervalMs: 1000 });
+    assert.match(failing, /^\S+\/frozen: unknown \(generation \?, 0 reconcile passes\) \n {2}failing now: [^\n]+\n {2}\(no reconcile pass has succeeded yet\)\n/);
+
+    await removePolicy();
+    const fixed = await eventually('status to describe the present again', async () => {
+      const r = await run(['status', 'frozen', '-n', s.ns]);
+      if (!(r.code === 0 && r.out.includes('/frozen: Running'))) throw new Error(`status says: ${r.out}${r.err}`);
+      return r.out;
+    }, { timeoutMs: 120_000, intervalMs: 1000 });
+    assert.doesNotMatch(fixed, /failing now/);
   });
 
   it('status of an Application that has no workflow exits 1 and says what to check', async () => {

@@ -122,8 +122,9 @@ describe('Temporal\'s state lost mid-rollout (its database replaced by an empty 
     await waitCanaryPhase(s.ns, 'amnesia', 'Paused');
     const routes = recordRoutes(s.ns);
     await s.temporal.restart({ emptyDatabase: true });
-    assert.equal(await count(s.client, `WorkflowId = '${applicationWorkflowId(s.ns, 'amnesia')}'`), 0, 'Temporal remembers nothing');
-    await eventually('the Application\'s workflow running again', async () => ((await count(s.client, `WorkflowId = '${applicationWorkflowId(s.ns, 'amnesia')}' AND ExecutionStatus = 'Running'`)) >= 1 ? true : undefined), { timeoutMs: 60_000, intervalMs: 500 });
+    const client = await s.temporal.client();
+    assert.equal(await count(client, `WorkflowId = '${applicationWorkflowId(s.ns, 'amnesia')}'`), 0, 'Temporal remembers nothing');
+    await eventually('the Application\'s workflow running again', async () => ((await count(client, `WorkflowId = '${applicationWorkflowId(s.ns, 'amnesia')}' AND ExecutionStatus = 'Running'`)) >= 1 ? true : undefined), { timeoutMs: 60_000, intervalMs: 500 });
     const app = await waitForObject('the rollout taken up again', () => getApp(s.ns, 'amnesia'), (a) => /taken up again/.test(a?.status?.canary?.message ?? ''), 60_000);
     assert.equal(app!.status.canary.phase, 'Paused');
     assert.equal(app!.status.canary.step, 1, 'at the step status said, not from the start');
@@ -133,7 +134,7 @@ describe('Temporal\'s state lost mid-rollout (its database replaced by an empty 
     const record = await routes.stop();
     assert.deepEqual(record.violations, []);
     assert.ok((await s.op.logs()).includes('no workflow runs for Application'), 'the operator\'s log says what it noticed');
-    await control(s.client, 'promote', s.ns, 'amnesia');
+    await control(client, 'promote', s.ns, 'amnesia');
     await assertPromoted(s.ns, 'amnesia', 'nginx:v2');
   });
 });

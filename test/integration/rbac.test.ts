@@ -16,6 +16,7 @@ import { appManifest, closeTemporal, getApp, getDeployment, getObject, kubeApi, 
 import { testEnv } from '../../testkit/env.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
+import { testImages } from '../../stack/stack.ts';
 import { childKinds, kinds, type ChildKind as ChildKindEntry } from '../../render/children.ts';
 
 interface Rule {
@@ -36,7 +37,7 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 
 /** The reconcile flow, in order. */
 const stepNames = [
-  'ready', 'leader', 'apps Running', 'event', 'prune', 'delete',
+  'ready', 'leader', 'apps Running', 'event', 'pod reason', 'prune', 'delete',
   ...children.map((c) => `drift ${c.kind}`),
   'image', 'canary', 'promote', 'release', 'finalize',
 ] as const;
@@ -46,7 +47,7 @@ type Step = (typeof stepNames)[number];
 const prerequisites = (s: Step): Step[] => {
   if (s === 'ready') return [];
   if (s === 'leader') return ['ready'];
-  if (s === 'apps Running') return ['ready', 'leader'];
+  if (s === 'apps Running' || s === 'pod reason') return ['ready', 'leader'];
   if (s === 'promote' || s === 'finalize') return ['ready', 'leader', 'apps Running', 'canary'];
   if (s === 'release') return ['ready', 'leader', 'apps Running', 'canary', 'promote'];
   return ['ready', 'leader', 'apps Running'];
@@ -73,13 +74,15 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   'myapp.example.com/releases': { get: ['release'], list: ['ready', 'release'], watch: ['ready', 'release'], patch: ['release'] },
   'myapp.example.com/releases/status': { patch: ['release'] },
   ...Object.fromEntries(children.map((k) => [`${groupOf(k.apiVersion)}/${k.plural}`, child(k)])),
-  'core/pods': { list: ['canary'] },
+  // Listed by the watcher (the stable pods) and by the canary's gate; watched to say at once why a pod cannot start.
+  'core/pods': { list: ['ready', 'canary'], watch: ['pod reason'] },
   'events.k8s.io/events': { create: ['event'] },
   'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
 };
 
 /** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
-const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'canary': 30_000, 'release': 30_000 };
+// 'pod reason' gets 20 s: a Deployment's pods to create and fail, yet well before the operator's timed re-check (30 s).
+const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 30_000, 'release': 30_000 };
 const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
 const PASS_MS = 60_000;
 
@@ -185,7 +188,9 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     await createRbac(ns.name, roleName, cluster, leader);
     op = await startOperator({
       namespaces: [ns.name], kubeconfig: await serviceAccountKubeconfig(ns.name), waitReady: false,
-      extraArgs: ['--log-level=info', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
+      // The default re-check of a rolling-out Deployment (30 s): past a step's proof window, so only the pod watch can
+      // say in time why a pod cannot start; within PASS_MS, so a run without the Deployment watch still gets its apps Running.
+      extraArgs: ['--log-level=info', '--progress-recheck-seconds=30', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
       extraEnv: { POD_NAME: identity },
     });
     result.logFile = op.logFile;
@@ -212,6 +217,13 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         const events = await (await kubeApi()).list<Json>({ apiVersion: 'events.k8s.io/v1', kind: 'Event', namespace: n });
         return events.items.some((e) => e.regarding?.kind === 'Application' && e.regarding?.name === 'full' && /application-operator/.test(e.reportingController ?? ''));
       }, t),
+      'pod reason': async (t) => {
+        await applyAsUser(appManifest(n, 'stuck', { image: testImages.pullError, replicas: 1 }));
+        await until('stuck Degraded by ImagePullBackOff', async () => {
+          const degraded = (await getApp(n, 'stuck'))?.status?.conditions?.find((c: Json) => c.type === 'Degraded');
+          return degraded?.status === 'True' && degraded.reason === 'ImagePullBackOff';
+        }, t);
+      },
       'prune': async (t) => {
         const extras = children.filter((c) => ['HorizontalPodAutoscaler', 'VirtualService', 'DestinationRule'].includes(c.kind));
         const present = async () => Promise.all(extras.map(async (c) => (await getObject(c.apiVersion, c.kind, n, 'plain')) !== null));
@@ -290,7 +302,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     await op?.stop('SIGKILL');
     if (op) await terminateWorkflows(op.taskQueue);
     // Nothing will release the finalizers now; without this the namespace could never go away.
-    for (const app of ['full', 'plain']) await api.mergePatch(appRef(ns.name, app), { metadata: { finalizers: null } }).catch(() => null);
+    for (const app of ['full', 'plain', 'stuck']) await api.mergePatch(appRef(ns.name, app), { metadata: { finalizers: null } }).catch(() => null);
     for (const plural of ['clusterrolebindings', 'clusterroles']) await api.request('DELETE', rbacPath(plural, roleName), { allowNotFound: true }).catch(() => null);
     await api.request('DELETE', `/api/v1/namespaces/${ns.name}`, { allowNotFound: true }).catch(() => null);
   }

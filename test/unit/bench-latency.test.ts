@@ -63,7 +63,13 @@ describe('bench options: --scenario', () => {
   test('latency refuses the convergence knobs, and an unknown scenario is refused', () => {
     assert.throws(() => parseOptions(['--scenario', 'latency', '--apps', '10']), /--apps and --workers are for the convergence scenario/);
     assert.throws(() => parseOptions(['--scenario', 'latency', '--workers', '2']), /--apps and --workers/);
-    assert.throws(() => parseOptions(['--scenario', 'soak']), /--scenario must be convergence or latency/);
+    assert.throws(() => parseOptions(['--scenario', 'soak']), /--scenario must be convergence, latency or waiting/);
+  });
+  test('waiting: one operator, its minutes', () => {
+    const w = parseOptions(['--scenario', 'waiting', '--waiting-minutes', '3']);
+    assert.ok('run' in w);
+    assert.deepEqual([w.run.scenario, w.run.waitingMinutes, w.run.workers, w.run.floor], ['waiting', 3, [1], false]);
+    assert.throws(() => parseOptions(['--scenario', 'waiting', '--waiting-minutes', '0']), /--waiting-minutes must be an integer >= 1/);
   });
 });
 

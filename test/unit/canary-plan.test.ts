@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseApplication, type Application } from '../../api/application.ts';
-import { rolloutKey, rolloutPlan } from '../../reconcile/canary-plan.ts';
+import { metricsSource, rolloutKey, rolloutPlan } from '../../reconcile/canary-plan.ts';
 import type { PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
-import { UID, withCanary } from '../fixtures/applications.ts';
+import { UID, clusterApp, withCanary } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';
 
 /** An Application as read from the cluster, with `spec` as given (image included). */
@@ -118,4 +118,29 @@ describe('rolloutKey', () => {
   test('joins version and image', () => assert.equal(rolloutKey('v2', 'nginx:v2'), 'v2|nginx:v2'));
   test('a new image under the same version is a new rollout', () => assert.notEqual(rolloutKey('v2', 'shop:a'), rolloutKey('v2', 'shop:b')));
   test('a new version of the same image is a new rollout', () => assert.notEqual(rolloutKey('v2', 'shop:a'), rolloutKey('v3', 'shop:a')));
+});
+
+describe('the analysis reads the metrics of what routes the canary', () => {
+  const analysis: JsonObject = { metrics: [{ name: 'ok', template: 'request-success-rate', thresholdRange: { min: 99 } }, { name: 'p99', template: 'request-duration', thresholdRange: { max: 500 } }] };
+  const gatewayApp = (implementation: string) => clusterApp({
+    service: { ports: [{ name: 'web', port: 8080 }] },
+    traffic: { router: 'gatewayAPI', gatewayAPI: { parentRefs: [{ name: 'edge' }], implementation } },
+    serviceMesh: { canary: implementation === 'traefik' ? { enabled: true, canaryVersion: 'v2', analysis } : { enabled: true, canaryVersion: 'v2' } },
+  });
+  test('Istio: its sidecars\' telemetry', () => {
+    assert.deepEqual(metricsSource(clusterApp({ serviceMesh: { enabled: true } })), { kind: 'istio' });
+  });
+  test('the Gateway API on Traefik: Traefik\'s counters of the canary\'s Service, by its port', () => {
+    const app = gatewayApp('traefik');
+    assert.deepEqual(metricsSource(app), { kind: 'traefik', canaryService: 'prod-shop-canary-web-8080@kubernetesgateway' });
+    const [ok, p99] = rolloutPlan(app)!.analysis!.metrics;
+    assert.equal(ok?.query, '100 * (sum(rate(traefik_service_requests_total{service="prod-shop-canary-web-8080@kubernetesgateway", code!~"5.."}[30s])) or vector(0)) / (sum(rate(traefik_service_requests_total{service="prod-shop-canary-web-8080@kubernetesgateway"}[30s])) > 0)');
+    assert.match(p99?.query ?? '', /^\(1000 \* histogram_quantile\(0\.99, sum by \(le\) \(rate\(traefik_service_request_duration_seconds_bucket\{service="prod-shop-canary-web-8080@kubernetesgateway"\}\[30s\]\)\)\)/);
+  });
+  test('another Gateway API implementation: no built-in templates (the spec must write queries)', () => {
+    assert.deepEqual(metricsSource(gatewayApp('generic')), { kind: 'none' });
+  });
+  test('a canary routed through the Gateway API without the mesh has a plan', () => {
+    assert.equal(rolloutPlan(gatewayApp('generic'))?.version, 'v2');
+  });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { changeReason, type Observation, type WatchEvent } from '../../watcher/change.ts';
+import { changeReason, podChangeReason, type Observation, type WatchEvent } from '../../watcher/change.ts';
 
 const app = (o: Partial<Observation> = {}): Observation => ({ kind: 'Application', generation: 1, deleting: false, status: '', finalizer: true, ...o });
 const child = (kind: string, o: Partial<Observation> = {}): Observation => ({ kind, generation: 1, deleting: false, status: '{"ready":1}', finalizer: false, ...o });
@@ -27,4 +27,18 @@ describe('changeReason', () => {
     { name: 'children listed during the first sync: nothing', before: undefined, after: child('Deployment'), event: ev('add', true), reason: null },
   ];
   for (const c of cases) test(c.name, () => assert.equal(changeReason(c.before, c.after, c.event), c.reason));
+});
+
+describe('podChangeReason: a stable pod wakes its workflow only when a new problem keeps it from running', () => {
+  const pull = 'ImagePullBackOff container=app image=x:1';
+  const config = 'CreateContainerConfigError container=app image=x:1';
+  const cases: { name: string; before: string | undefined; after: string; reason: string | null }[] = [
+    { name: 'a new pod on its way: nothing', before: undefined, after: '', reason: null },
+    { name: 'a pod first seen with a problem (created, or listed again): child-status', before: undefined, after: pull, reason: 'child-status' },
+    { name: 'a pod that cannot pull its image: child-status', before: '', after: pull, reason: 'child-status' },
+    { name: 'the same problem again (the kubelet retried): nothing', before: pull, after: pull, reason: null },
+    { name: 'another problem: child-status', before: pull, after: config, reason: 'child-status' },
+    { name: 'the problem gone (its Deployment says the rest): nothing', before: pull, after: '', reason: null },
+  ];
+  for (const c of cases) test(c.name, () => assert.equal(podChangeReason(c.before, c.after), c.reason));
 });

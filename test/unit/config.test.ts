@@ -46,6 +46,7 @@ const defaults: OperatorConfig = {
   leaseDurationSeconds: 15,
   leaseRenewDeadlineSeconds: 10,
   leaseRetryPeriodSeconds: 2,
+  shutdownTimeoutSeconds: 20,
 };
 
 describe('operatorConfig', () => {
@@ -68,6 +69,7 @@ describe('operatorConfig', () => {
     { name: 'Lease namespace from POD_NAMESPACE', args: [], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'operators' } },
     { name: 'Lease namespace flag wins over POD_NAMESPACE', args: ['--lease-namespace', 'ops'], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'ops' } },
     { name: 'leader election on', args: ['--leader-elect'], changes: { leaderElect: true } },
+    { name: 'shutdown timeout', args: ['--shutdown-timeout-seconds', '25'], changes: { shutdownTimeoutSeconds: 25 } },
     { name: 'leader election from the environment', args: [], env: { LEADER_ELECT: 'yes' }, changes: { leaderElect: true } },
   ];
   for (const c of cases) test(c.name, () => assert.deepEqual(config(c.args, c.env), { ...defaults, ...c.changes }));

@@ -1,7 +1,8 @@
 // Istio's schemas judge the rendered objects in test/integration/crd.test.ts, against the CRDs the stack installs.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { readRouteWeights, renderDestinationRule, renderVirtualService, routesToCanary } from '../../render/istio.ts';
+import { readRouteWeights, renderDestinationRule, renderVirtualService } from '../../render/istio.ts';
+import { routesToCanary } from '../../routing/route.ts';
 import { clusterApp, withCanary } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';
 

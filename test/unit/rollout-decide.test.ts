@@ -2,8 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
-import type { CanaryRoute } from '../../render/istio.ts';
-import { failureCounts, gateVerdict, interruption, reachesCanary, routable, routeAfterGate, routeAtStep, sameRoute, withStep } from '../../workflows/rollout/decide.ts';
+import { reachesCanary, routable, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
+import { failureCounts, gateVerdict, interruption, routeAfterGate } from '../../workflows/rollout/decide.ts';
 import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
@@ -23,6 +23,21 @@ describe('gateVerdict', () => {
     { name: 'one restart too many', health: health({ restarts: 4 }), ok: false, reason: 'canary containers restarted 4 times (at most 3 allowed)' },
     { name: 'too few ready', health: health({ readyReplicas: 1 }), ok: false, reason: '1/2 canary replicas ready (at least 2 required)' },
     { name: 'restarts are reported before readiness', health: health({ readyReplicas: 0, restarts: 5 }), ok: false, reason: 'canary containers restarted 5 times (at most 3 allowed)' },
+    {
+      name: 'too few ready, naming what keeps a pod from running',
+      health: health({ readyReplicas: 0, issue: { reason: 'ImagePullBackOff', message: 'pod shop-canary-1: container app: ImagePullBackOff: Back-off pulling image "x:2"' } }),
+      ok: false, reason: '0/2 canary replicas ready (at least 2 required): pod shop-canary-1: container app: ImagePullBackOff: Back-off pulling image "x:2"',
+    },
+    {
+      name: 'too many restarts, naming the crash loop',
+      health: health({ readyReplicas: 1, restarts: 4, issue: { reason: 'CrashLoopBackOff', message: 'pod shop-canary-1: container app: CrashLoopBackOff: back-off 40s' } }),
+      ok: false, reason: 'canary containers restarted 4 times (at most 3 allowed): pod shop-canary-1: container app: CrashLoopBackOff: back-off 40s',
+    },
+    {
+      name: 'a passing gate does not dwell on one pod of several',
+      health: health({ readyReplicas: 3, desiredReplicas: 3, issue: { reason: 'CreateContainerConfigError', message: 'pod b: container app: CreateContainerConfigError: secret "s" not found' } }),
+      ok: true, reason: '3/3 canary replicas ready, 0 restarts',
+    },
   ];
   for (const c of cases) test(c.name, () => assert.deepEqual(gateVerdict(c.health, gates), { ok: c.ok, reason: c.reason }));
 });

@@ -6,16 +6,19 @@ import {
   canaryCondition,
   decideConditions,
   decidePhase,
+  degradedEvent,
   deploymentSignature,
   desiredStatus,
   endpointsOf,
   needsPods,
   podIssue,
+  podSignature,
   statusChanged,
   withCanaryCondition,
   withTransitionTimes,
   type Condition,
   type ObservedPod,
+  type PodIssue,
   type Failure,
   type Observed,
   type ObservedDeployment,
@@ -372,28 +375,52 @@ describe('desiredStatus', () => {
 type Json = Record<string, any>;
 
 describe('status says why pods do not run, and who owns the replica count', () => {
-  const pod = (name: string, containers: Json[], conditions: Json[] = []): ObservedPod => ({ metadata: { name }, status: { containerStatuses: containers, conditions } }) as ObservedPod;
-  const cases: { name: string; pods: ObservedPod[]; issue: { reason: string; message: string } | null }[] = [
+  const pod = (name: string, containers: Json[], conditions: Json[] = [], deletionTimestamp?: string): ObservedPod =>
+    ({ metadata: { name, ...(deletionTimestamp ? { deletionTimestamp } : {}) }, status: { containerStatuses: containers, conditions } }) as ObservedPod;
+  const waiting = (reason: string, message?: string, image = 'x:1') => ({ name: 'app', image, state: { waiting: { reason, ...(message ? { message } : {}) } } });
+  const cases: { name: string; pods: ObservedPod[]; issue: PodIssue | null }[] = [
     { name: 'no pods yet', pods: [], issue: null },
-    { name: 'containers still creating', pods: [pod('a', [{ name: 'app', state: { waiting: { reason: 'ContainerCreating' } } }])], issue: null },
+    { name: 'containers still creating', pods: [pod('a', [waiting('ContainerCreating')])], issue: null },
     {
-      name: 'an image that cannot be pulled', pods: [pod('a', [{ name: 'app', state: { waiting: { reason: 'ImagePullBackOff', message: 'Back-off pulling image "x"' } } }])],
-      issue: { reason: 'ImagePullBackOff', message: 'pod a: container app: ImagePullBackOff: Back-off pulling image "x"' },
+      name: 'an image that cannot be pulled', pods: [pod('a', [waiting('ImagePullBackOff', 'Back-off pulling image "x"')])],
+      issue: { reason: 'ImagePullBackOff', message: 'pod a: container app: ImagePullBackOff: Back-off pulling image "x"', key: 'ImagePullBackOff container=app image=x:1' },
     },
     {
-      name: 'a missing Secret, after a starting pod', pods: [pod('a', [{ name: 'app', state: { waiting: { reason: 'ContainerCreating' } } }]), pod('b', [{ name: 'app', state: { waiting: { reason: 'CreateContainerConfigError', message: 'secret "s" not found' } } }])],
-      issue: { reason: 'CreateContainerConfigError', message: 'pod b: container app: CreateContainerConfigError: secret "s" not found' },
+      name: "the kubelet's pull retry between back-offs: the same problem",
+      pods: [pod('a', [waiting('ErrImagePull', 'rpc error: code = NotFound desc = failed to pull and unpack image "x:1"')])],
+      issue: { reason: 'ErrImagePull', message: 'pod a: container app: ErrImagePull: rpc error: code = NotFound desc = failed to pull and unpack image "x:1"', key: 'ImagePullBackOff container=app image=x:1' },
     },
     {
-      name: 'a crashed container', pods: [pod('a', [{ name: 'app', state: { terminated: { reason: 'Error', exitCode: 2 } } }])],
-      issue: { reason: 'Error', message: 'pod a: container app exited with 2' },
+      name: 'a missing Secret, after a starting pod', pods: [pod('a', [waiting('ContainerCreating')]), pod('b', [waiting('CreateContainerConfigError', 'secret "s" not found')])],
+      issue: { reason: 'CreateContainerConfigError', message: 'pod b: container app: CreateContainerConfigError: secret "s" not found', key: 'CreateContainerConfigError container=app image=x:1' },
+    },
+    {
+      name: 'a crashed container: the same problem as its crash loop',
+      pods: [pod('a', [{ name: 'app', image: 'x:1', state: { terminated: { reason: 'Error', exitCode: 2 } } }])],
+      issue: { reason: 'Error', message: 'pod a: container app exited with 2', key: 'CrashLoopBackOff container=app image=x:1' },
+    },
+    {
+      name: 'a crash loop', pods: [pod('a', [waiting('CrashLoopBackOff', 'back-off 20s restarting failed container')])],
+      issue: { reason: 'CrashLoopBackOff', message: 'pod a: container app: CrashLoopBackOff: back-off 20s restarting failed container', key: 'CrashLoopBackOff container=app image=x:1' },
     },
     {
       name: 'an unschedulable pod', pods: [pod('a', [], [{ type: 'PodScheduled', status: 'False', reason: 'Unschedulable', message: '0/2 nodes are available' }])],
-      issue: { reason: 'Unschedulable', message: 'pod a: 0/2 nodes are available' },
+      issue: { reason: 'Unschedulable', message: 'pod a: 0/2 nodes are available', key: 'Unschedulable' },
+    },
+    {
+      name: 'a pod being deleted keeps nothing from running (its container stopped with the deletion)',
+      pods: [pod('old', [{ name: 'app', state: { terminated: { reason: 'Error', exitCode: 143 } } }], [], T0), pod('new', [waiting('ContainerCreating')])],
+      issue: null,
     },
   ];
   for (const c of cases) test(c.name, () => assert.deepEqual(podIssue(c.pods), c.issue));
+
+  test('podSignature: what the watcher compares of a stable pod', () => {
+    assert.equal(podSignature(pod('a', [waiting('ContainerCreating')])), '');
+    assert.equal(podSignature(pod('a', [waiting('ImagePullBackOff', 'Back-off pulling image "x:1"')])), 'ImagePullBackOff container=app image=x:1');
+    assert.equal(podSignature(pod('b', [waiting('ErrImagePull', 'not found')])), podSignature(pod('a', [waiting('ImagePullBackOff', 'back-off')])), 'the same problem in another pod and another retry');
+    assert.notEqual(podSignature(pod('a', [waiting('ImagePullBackOff', 'm', 'x:2')])), podSignature(pod('a', [waiting('ImagePullBackOff', 'm', 'x:1')])), 'another image is another problem');
+  });
 
   test('the Ready condition and status.message carry the pod reason', () => {
     const pods = [pod('shop-1', [{ name: 'app', state: { waiting: { reason: 'ImagePullBackOff', message: 'nope' } } }])];
@@ -402,10 +429,60 @@ describe('status says why pods do not run, and who owns the replica count', () =
     assert.equal(s.conditions.find((x) => x.type === 'Ready')?.message, s.message);
   });
 
+  const pullFailure = pod('shop-1', [waiting('ImagePullBackOff', 'Back-off pulling image "x:1"')]);
+  const pullIssue = podIssue([pullFailure])!;
+  const timedOut = deployment({ replicas: 3, ready: 0, available: 0, progressing: { reason: 'ProgressDeadlineExceeded', message: 'ReplicaSet "shop-7d" has timed out progressing.' } });
+  const phaseCases: { name: string; d: ObservedDeployment; pods: ObservedPod[]; phase: Phase; reason: string; message: string; issue?: PodIssue }[] = [
+    {
+      name: 'pods that cannot pull their image', d: deployment({ ready: 0, available: 0 }), pods: [pullFailure],
+      phase: Phase.Pending, reason: Reason.NoReplicasReady, message: `0/3 replicas available; ${pullIssue.message}`, issue: pullIssue,
+    },
+    {
+      name: 'past the progress deadline: the pod problem stays in the Failed message', d: timedOut, pods: [pullFailure],
+      phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: `ReplicaSet "shop-7d" has timed out progressing; ${pullIssue.message}`, issue: pullIssue,
+    },
+    {
+      name: 'past the progress deadline with pods merely not ready: the controller message alone', d: timedOut, pods: [pod('shop-1', [{ name: 'app', state: { running: {} } }])],
+      phase: Phase.Failed, reason: Reason.ProgressDeadlineExceeded, message: 'ReplicaSet "shop-7d" has timed out progressing.',
+    },
+    {
+      name: 'a spec change the controller has not seen yet: the old deadline is not the new spec\'s, the old pods\' problem still is',
+      d: { ...timedOut, metadata: { generation: 3 } }, pods: [pullFailure],
+      phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/3 replicas available; ${pullIssue.message}`, issue: pullIssue,
+    },
+    {
+      name: 'some available, one cannot start', d: deployment({ ready: 2, available: 2 }), pods: [pullFailure],
+      phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `2/3 replicas available, 3 updated; ${pullIssue.message}`, issue: pullIssue,
+    },
+  ];
+  for (const c of phaseCases) {
+    test(`decidePhase: ${c.name}`, () => assert.deepEqual(decidePhase(app(), { ...observed(c.d), pods: c.pods }, null), {
+      phase: c.phase, reason: c.reason, message: c.message, ...(c.issue ? { issue: c.issue } : {}),
+    }));
+  }
+
+  test('Degraded is True while a pod problem keeps stable pods from running, with the problem as its reason', () => {
+    const degraded = (s: ReturnType<typeof desiredStatus>) => s.conditions.find((x) => x.type === 'Degraded');
+    const pending = desiredStatus(app(), { ...observed(deployment({ ready: 0, available: 0 })), pods: [pullFailure] }, null, info);
+    assert.deepEqual(degraded(pending), { type: 'Degraded', status: 'True', reason: 'ImagePullBackOff', message: pending.message, observedGeneration: info.observedGeneration });
+    assert.equal(pending.phase, Phase.Pending);
+    const failed = desiredStatus(app(), { ...observed(timedOut), pods: [pullFailure] }, null, info);
+    assert.deepEqual([failed.phase, degraded(failed)?.status, degraded(failed)?.reason], [Phase.Failed, 'True', 'ImagePullBackOff']);
+    assert.match(degraded(failed)!.message, /timed out progressing; pod shop-1: container app: ImagePullBackOff: Back-off pulling image "x:1"$/);
+    assert.deepEqual(failed.conditions.find((x) => x.type === 'Ready')?.reason, Reason.ProgressDeadlineExceeded, 'Ready says how far the Deployment got');
+    const starting = desiredStatus(app(), { ...observed(deployment({ ready: 0, available: 0 })), pods: [pod('shop-1', [waiting('ContainerCreating')])] }, null, info);
+    assert.deepEqual([degraded(starting)?.status, degraded(starting)?.message], ['False', 'no problems']);
+  });
+
   test('pods are read only while some are not available', () => {
     assert.equal(needsPods(deployment({ ready: 3 })), false);
     assert.equal(needsPods(deployment({ ready: 1, available: 1 })), true);
     assert.equal(needsPods(null), false);
+  });
+
+  test('before the controller saw a change, pods are read only when some of the previous spec\'s are not available', () => {
+    assert.equal(needsPods(deployment({ generation: 3, observedGeneration: 2 })), false, 'a change to a healthy app: nothing to explain');
+    assert.equal(needsPods(deployment({ generation: 3, observedGeneration: 2, ready: 0, available: 0 })), true, 'a change to an app whose pods cannot start');
   });
 
   test('pods are not read before the Deployment controller created any (a first pass lists nothing that can exist)', () => {
@@ -543,4 +620,34 @@ describe('deploymentSignature: the watcher wakes the workflow only when it chang
     const touched = { ...running, status: { ...running.status, conditions: [{ type: 'Progressing', status: 'True', reason: 'NewReplicaSetAvailable', message: 'ReplicaSet "x" has successfully progressed.' }] } };
     assert.equal(deploymentSignature(touched), deploymentSignature(running));
   });
+});
+
+describe('degradedEvent: one Warning Event per cause, not one per pass', () => {
+  const degraded = (status: Condition['status'], reason: string, message: string): Condition[] => [
+    { type: 'Ready', status: 'False', reason: Reason.NoReplicasReady, message },
+    { type: 'Degraded', status, reason, message },
+  ];
+  const pull: PodIssue = { reason: 'ImagePullBackOff', message: 'pod a: container app: ImagePullBackOff: back-off', key: 'ImagePullBackOff container=app image=x:1' };
+  const cases: { name: string; previous: Condition[] | undefined; next: Condition[]; issue?: PodIssue; event: ReturnType<typeof degradedEvent> }[] = [
+    { name: 'healthy: none', previous: undefined, next: degraded('False', Reason.Reconciled, 'no problems'), event: null },
+    {
+      name: 'a pod problem appears: one, keyed by the problem', previous: degraded('False', Reason.Reconciled, 'no problems'),
+      next: degraded('True', 'ImagePullBackOff', '0/2 replicas available; pod a: ...'), issue: pull,
+      event: { reason: 'ImagePullBackOff', message: '0/2 replicas available; pod a: ...', key: pull.key },
+    },
+    { name: 'on the first status write too', previous: undefined, next: degraded('True', 'ImagePullBackOff', 'm'), issue: pull, event: { reason: 'ImagePullBackOff', message: 'm', key: pull.key } },
+    { name: 'unchanged: none', previous: degraded('True', 'ImagePullBackOff', 'm'), next: degraded('True', 'ImagePullBackOff', 'm'), issue: pull, event: null },
+    {
+      name: 'reworded (another pod, a retry, the progress deadline): the same key, so recorded once',
+      previous: degraded('True', 'ImagePullBackOff', '0/2 ...; pod a: ...'), next: degraded('True', 'ErrImagePull', 'ReplicaSet "x" has timed out progressing; pod b: ...'), issue: pull,
+      event: { reason: 'ErrImagePull', message: 'ReplicaSet "x" has timed out progressing; pod b: ...', key: pull.key },
+    },
+    {
+      name: 'a failure without a pod problem: keyed by reason and message', previous: degraded('False', Reason.Reconciled, 'no problems'),
+      next: degraded('True', Reason.ProgressDeadlineExceeded, 'ReplicaSet "x" has timed out progressing.'),
+      event: { reason: Reason.ProgressDeadlineExceeded, message: 'ReplicaSet "x" has timed out progressing.', key: 'ProgressDeadlineExceeded: ReplicaSet "x" has timed out progressing.' },
+    },
+    { name: 'recovered: none', previous: degraded('True', 'ImagePullBackOff', 'm'), next: degraded('False', Reason.Reconciled, 'no problems'), event: null },
+  ];
+  for (const c of cases) test(c.name, () => assert.deepEqual(degradedEvent(c.previous, c.next, c.issue), c.event));
 });

@@ -10,8 +10,8 @@ import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/wo
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Activities } from '../../activities/index.ts';
-import { readRouteWeights, type CanaryRoute } from '../../render/istio.ts';
-import { reachesCanary, sameRoute } from '../../workflows/rollout/decide.ts';
+import { readRouteWeights } from '../../render/istio.ts';
+import { reachesCanary, sameRoute, type CanaryRoute } from '../../routing/route.ts';
 import type { CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
@@ -162,7 +162,7 @@ export class Recorder {
         if (edited !== undefined) this.routed = edited;
         const intended = input['route'] as CanaryRoute;
         const routed = this.routed && readRouteWeights(renderRoutes(this.routed));
-        return { health, routed, asIntended: this.routed !== null && sameRoute(this.routed, intended), subset: health.exists } satisfies CanaryObservation;
+        return { health, routed, asIntended: this.routed !== null && sameRoute(this.routed, intended), target: health.exists } satisfies CanaryObservation;
       }
       case 'setCanaryRoute': {
         const route = input['route'] as CanaryRoute;

@@ -1,58 +1,26 @@
 // The rollout's decisions as pure functions (no Temporal APIs): the workflow gathers, these decide, the workflow
-// acts. Unit-tested directly; the canary activities use the routing rule too.
+// acts. Unit-tested directly. The routing rule they apply lives in routing/route.ts, below the routers too.
 import { Reason, RolloutPhase } from '../../api/constants.ts';
 import type { CanaryHealth } from '../../activities/types.ts';
 import type { ControlRequest, GateVerdict } from '../contract.ts';
-import type { CanaryRoute } from '../../render/istio.ts';
-import type { HealthGates, PlanStep } from './plan.ts';
+import { noCanaryRoute, routable, type CanaryRoute } from '../../routing/route.ts';
+import type { HealthGates } from './plan.ts';
 
-/** A health gate's verdict on the canary, with the reason shown in status and history. */
+/**
+ * A health gate's verdict on the canary, with the reason shown in status and history. A failing verdict names what
+ * keeps a canary pod from running (pod, container, the kubelet's reason and message): it becomes the rollback's
+ * message, and the rollback deletes the pods that showed it.
+ */
 export function gateVerdict(health: CanaryHealth, gates: HealthGates): { ok: boolean; reason: string } {
   if (!health.exists) return { ok: false, reason: 'the canary Deployment does not exist' };
+  const why = health.issue ? `: ${health.issue.message}` : '';
   if (health.restarts > gates.maxRestarts) {
-    return { ok: false, reason: `canary containers restarted ${health.restarts} times (at most ${gates.maxRestarts} allowed)` };
+    return { ok: false, reason: `canary containers restarted ${health.restarts} times (at most ${gates.maxRestarts} allowed)${why}` };
   }
   if (health.readyReplicas < gates.minReadyReplicas) {
-    return { ok: false, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready (at least ${gates.minReadyReplicas} required)` };
+    return { ok: false, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready (at least ${gates.minReadyReplicas} required)${why}` };
   }
   return { ok: true, reason: `${health.readyReplicas}/${health.desiredReplicas} canary replicas ready, ${health.restarts} restarts` };
-}
-
-/** No request to the canary: the route before the first step and after a rollback. */
-export const noCanaryRoute: CanaryRoute = { weight: 0 };
-
-/** Whether a route sends any request to the canary: by weight, a header route or a mirror. */
-export function reachesCanary(r: CanaryRoute): boolean {
-  return r.weight > 0 || Boolean(r.headers?.length) || Boolean(r.mirror);
-}
-
-/** Two routes that send the same requests to the canary. */
-export function sameRoute(a: CanaryRoute, b: CanaryRoute): boolean {
-  return a.weight === b.weight && (a.mirror ?? 0) === (b.mirror ?? 0) && JSON.stringify(a.headers ?? []) === JSON.stringify(b.headers ?? []);
-}
-
-/** The route a step asks for: the current target with the step's change (an empty header match or 0% mirror removes it). */
-export function withStep(target: CanaryRoute, step: PlanStep): CanaryRoute {
-  if (step.kind === 'pause') return target;
-  const { headers, mirror, ...rest } = target;
-  const next: CanaryRoute = { ...rest, ...(headers?.length ? { headers } : {}), ...(mirror ? { mirror } : {}) };
-  if (step.kind === 'weight') return { ...next, weight: step.weight };
-  if (step.kind === 'header') {
-    const { headers: _h, ...without } = next;
-    return step.match.length ? { ...without, headers: step.match } : without;
-  }
-  const { mirror: _m, ...without } = next;
-  return step.percent ? { ...without, mirror: step.percent } : without;
-}
-
-/** What the steps before `step` ask to route to the canary: where a rollout taken up again at `step` stands. */
-export function routeAtStep(steps: PlanStep[], step: number): CanaryRoute {
-  return steps.slice(0, step).reduce(withStep, noCanaryRoute);
-}
-
-/** The rule every traffic change obeys, in the workflow and in the routing activity: nothing to a canary without a ready replica. */
-export function routable(route: CanaryRoute, readyReplicas: number): CanaryRoute {
-  return readyReplicas > 0 ? route : noCanaryRoute;
 }
 
 /**

@@ -1,6 +1,6 @@
 // What a rollout runs: fixed when it starts (a later spec change starts a new rollout instead), built from the
 // Application by reconcile/canary-plan.ts.
-import type { HeaderMatch } from '../../render/istio.ts';
+import type { HeaderMatch } from '../../routing/route.ts';
 
 /**
  * One step: set the canary's traffic weight; pause (ms; null until promoted: an approval); route requests matching

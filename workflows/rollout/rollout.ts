@@ -9,14 +9,14 @@ import {
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { AnalysisVerdict, CanaryRef } from '../../activities/types.ts';
-import type { CanaryRoute } from '../../render/istio.ts';
+import { noCanaryRoute, reachesCanary, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
 import {
   applicationWorkflowId, rolloutEndedSignal,
   type ControlAction, type ControlRequest, type RecoveredRollout, type RolloutCarry, type RolloutInput, type RolloutPosition, type RolloutResult,
   type RolloutState, type UndoKind,
 } from '../contract.ts';
 import { judge, keptVerdicts, tally, type AnalysisDecision } from './analysis.ts';
-import { failureCounts, gateVerdict, interruption, noCanaryRoute, reachesCanary, routeAfterGate, routeAtStep, sameRoute, withStep, type Interruption } from './decide.ts';
+import { failureCounts, gateVerdict, interruption, routeAfterGate, type Interruption } from './decide.ts';
 import { describeMatch, describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
 import { duration, run, waitFor, type Summarizable } from '../summary.ts';
 import type { canaryRolloutWorkflow } from './workflow.ts';
@@ -239,7 +239,11 @@ export class Rollout {
     } else {
       return;
     }
-    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at ${describeRoute(this.m.route)}`, acts.prepareCanary, { ...this.ref, plan: this.plan });
+    // A new canary starts with its route at 0%, set with it: the routes the Application's last pass applied have no
+    // canary yet. A canary taken up again keeps the routes it has.
+    await this.call(`create canary ${this.plan.version} (${this.plan.image}) at ${describeRoute(this.m.route)}`, acts.prepareCanary, {
+      ...this.ref, plan: this.plan, ...(this.recovered ? {} : { route: noCanaryRoute }),
+    });
     this.m.createdAt = Date.now();
     if (!this.m.undos.includes('removeCanary')) this.m.undos.push('removeCanary');
     if (this.m.position.at === 'start') this.m.position = { at: 'steps', step: 0, done: false };
@@ -439,7 +443,7 @@ export class Rollout {
 
   /**
    * One health gate check. Records the verdict (a failure during the start-up grace is recorded, not counted), puts
-   * back what a hand edit or deletion took (the canary Deployment, its subset) and makes the VirtualService route
+   * back what a hand edit or deletion took (the canary Deployment, what it is routed to) and makes the routes route
    * what the routing rule says, read back: status never claims a weight the mesh does not have.
    */
   private async checkGate(): Promise<void> {
@@ -466,21 +470,25 @@ export class Rollout {
     const desired = routeAfterGate(this.m.route, this.m.target, health, verdict.ok);
     if (!sameRoute(desired, this.m.route) || !seen.asIntended) {
       const why = !reachesCanary(desired) && reachesCanary(this.m.route) ? 'the canary has no ready replica: all traffic moved to stable'
-        : !seen.asIntended ? `the VirtualService does not route what the rollout set (it routes ${describeRouted(seen.routed)}): routing ${describeRoute(desired)} again`
+        : !seen.asIntended ? `the routes do not route what the rollout set (they route ${describeRouted(seen.routed)}): routing ${describeRoute(desired)} again`
           : `gate passed: routing ${describeRoute(desired)} to the canary`;
       log.warn(why);
       await this.routeTo(desired);
-      // Status follows the VirtualService at once: it never claims a route the mesh does not have.
-      await this.publish(this.state.phase, why);
+      // Status follows the routes at once: it never claims a route the router does not have. A repair says so
+      // in an Event; the message describes the present again at the next clean check.
+      await this.publish(this.state.phase, why, seen.asIntended ? undefined : Reason.CanaryRepaired, 'Warning', { passing: true });
     }
-    if (!health.exists || !seen.subset) {
-      const what = !health.exists ? 'the canary Deployment is gone' : 'the DestinationRule lost the canary subset';
-      await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`);
+    if (!health.exists || !seen.target) {
+      const what = !health.exists ? 'the canary Deployment is gone' : 'what the canary is routed to (its subset, its Service) is gone';
+      await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
       await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
       // A new canary starts again: its start-up grace and failure count start over.
       this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
+    } else if (verdict.ok && seen.asIntended && sameRoute(desired, this.m.route) && this.m.steady && this.state.message !== this.m.steady) {
+      // All is as it should be again: the message says what the rollout does, not what it repaired a while ago.
+      await this.publish(this.state.phase, this.m.steady);
     }
   }
 
@@ -589,7 +597,7 @@ export class Rollout {
       return;
     }
     // Status shows the last verdicts.
-    await this.publish(this.state.phase, this.state.message);
+    await this.publish(this.state.phase, this.state.message, undefined, 'Normal', { passing: true });
   }
 
   /**
@@ -622,9 +630,11 @@ export class Rollout {
   }
 
   /** Status everywhere: the CR's status.canary and an Event (an activity), the UI's current details, the history's log. */
-  private async publish(phase: RolloutPhase, message: string, event?: EventReason, type: 'Normal' | 'Warning' = 'Normal'): Promise<void> {
+  private async publish(phase: RolloutPhase, message: string, event?: EventReason, type: 'Normal' | 'Warning' = 'Normal', opts: { passing?: boolean } = {}): Promise<void> {
     this.state.phase = phase;
     this.state.message = message;
+    // What the rollout does; a passing message (a repair) gives way to it again once things are as they should be.
+    if (!opts.passing) this.m.steady = message;
     log.info(`${phase}: ${message}`, { step: this.state.step, weight: this.state.weight });
     this.details();
     const input = { ...this.statusInput(phase, message), ...(event ? { event: { reason: event, message: `canary ${this.plan.version}: ${message}`, type } } : {}) };
@@ -681,7 +691,7 @@ function describeExtras(r: CanaryRoute): string | undefined {
 
 /** Routes read back, in words. */
 function describeRouted(w: { canary: number; headerRoute: boolean; mirror: number } | null): string {
-  if (!w) return 'nothing (no VirtualService)';
+  if (!w) return 'nothing (the route object is gone)';
   return [`${w.canary}%`, w.headerRoute ? 'a header route' : '', w.mirror ? `a ${w.mirror}% mirror` : ''].filter(Boolean).join(', ');
 }
 

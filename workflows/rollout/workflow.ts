@@ -6,7 +6,7 @@ import { Rollout } from './rollout.ts';
  * One canary rollout: create the canary, walk the steps while health gates run on durable timers, then promote; or,
  * on an abort, failed gates or the deadline, compensate: every change to the cluster registered its undo right
  * after it succeeded, and the undos run in reverse, shielded from cancellation, each verified by reading the
- * VirtualService back. It continues as new wherever it waits, carrying its whole state, so it can wait for weeks;
+ * routes back. It continues as new wherever it waits, carrying its whole state, so it can wait for weeks;
  * a run takes the story up at the position the last one carried. docs/architecture.md tells the whole path.
  */
 export async function canaryRolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {

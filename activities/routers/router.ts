@@ -1,0 +1,45 @@
+// The traffic-router seam: what a rollout needs of whatever carries its canary's requests (Istio, the Gateway API,
+// the next one), in four calls. The rollout's activities (activities/canary.ts) pick the router the Application's
+// spec names and call these; the workflows never learn which one it is. A new router is one file beside these,
+// its renderer in render/, its rows in render/children.ts, and one line in the table below.
+import { ApplicationFailure } from '@temporalio/activity';
+import { routerOf, type Application } from '../../api/application.ts';
+import { FailureType, type RouterName } from '../../api/constants.ts';
+import type { CanaryRoute, RouteWeights } from '../../routing/route.ts';
+import type { ActivityDeps } from '../deps.ts';
+import { gatewayAPIRouter } from './gateway-api.ts';
+import { istioRouter } from './istio.ts';
+
+/** What a router's objects route now, as a gate check sees it. */
+export interface RouteObservation {
+  /** What they route, read back; null when they do not exist. */
+  routed: RouteWeights | null;
+  /** They route exactly what the rollout set, and nothing else (no hand edit, nothing missing). */
+  asIntended: boolean;
+  /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
+  target: boolean;
+}
+
+/** One router. `app` is the Application with the rollout's canary version and image filled in. */
+export interface TrafficRouter {
+  /** Creates what routing to the canary needs (idempotent); with `route`, routes it too (a new canary's 0%). */
+  prepare(deps: ActivityDeps, app: Application, route?: CanaryRoute): Promise<void>;
+  /** Routes `route` to the canary and reads it back; throws when what is read back is not it. */
+  setRoute(deps: ActivityDeps, app: Application, route: CanaryRoute): Promise<RouteWeights>;
+  /** What is routed now, compared with `route` as rendered from today's spec. */
+  observe(deps: ActivityDeps, app: Application, route: CanaryRoute): Promise<RouteObservation>;
+  /** All traffic to stable (read back), then what prepare created is removed; done too when the objects are gone. */
+  remove(deps: ActivityDeps, app: Application): Promise<void>;
+}
+
+export const routers: Record<RouterName, TrafficRouter> = {
+  istio: istioRouter,
+  gatewayAPI: gatewayAPIRouter,
+};
+
+/** The router the Application's spec names; a spec with none cannot run a canary (the API server refuses it too). */
+export function routerFor(app: Application): TrafficRouter {
+  const name = routerOf(app.spec);
+  if (!name) throw ApplicationFailure.nonRetryable(`Application ${app.metadata.namespace ?? ''}/${app.metadata.name} has no router for a canary (serviceMesh.enabled or traffic.router)`, FailureType.InvalidSpec);
+  return routers[name];
+}
