@@ -6,14 +6,14 @@ import { analysisPlan, type MetricsSource } from './analysis.ts';
 
 /**
  * Whose metrics the built-in analysis templates read: Istio's sidecars', or, through the Gateway API on Traefik,
- * Traefik's, which counts the canary's requests under its Service's port (`<ns>-<app>-canary-<port name>-<port>`).
+ * Traefik's, which counts the canary's requests under its Service and port as `<ns>-<Service>-http-<port>` (the
+ * `http` is Traefik's, whatever the port's name; measured on the local stack's Traefik).
  */
 export function metricsSource(app: Application): MetricsSource {
   const gw = app.spec.traffic?.gatewayAPI;
   if (routerOf(app.spec) !== 'gatewayAPI') return { kind: 'istio' };
   if (gw?.implementation !== 'traefik') return { kind: 'none' };
-  const port = app.spec.service.ports.find((p) => p.port === routePort(app)) ?? app.spec.service.ports[0]!;
-  return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-${port.name}-${port.port}@kubernetesgateway` };
+  return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-http-${routePort(app)}@kubernetesgateway` };
 }
 
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */
