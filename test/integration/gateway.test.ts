@@ -1,0 +1,204 @@
+// Canaries routed through the Gateway API, proven on real HTTP requests: the operator writes the HTTPRoute, the
+// stack's Traefik routes requests by it, and the pod server answers for every kwok pod, saying which version served
+// each request. Weights, a header route, a mirror, a rollback by analysis on Traefik's own metrics, abort and promote
+// timed to the moment no request reaches the canary, a hand edit of the route put back, and deletion.
+import assert from 'node:assert/strict';
+import { before, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { control } from '../../client/control.ts';
+import { eventually } from '../../lib/poll.ts';
+import { sendRequests, summarize, type Answer } from '../../lib/traffic.ts';
+import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService } from '../../render/gateway.ts';
+import { servingImage } from '../../stack/pod-behaviour.ts';
+import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, temporalClient, type Json } from '../../testkit/apps.ts';
+import { dataPlane, gatewayParentRef, sendThroughGateway, settledRequestsByVersion, waitForVersions } from '../../testkit/dataplane.ts';
+import { testEnv } from '../../testkit/env.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
+import { waitCanaryPhase } from '../../testkit/canary.ts';
+import { testFlags } from '../../testkit/operator.ts';
+import { clusterApp } from '../fixtures/applications.ts';
+
+const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
+const gates = { interval: '1s', failureThreshold: 3, initialDelay: '2s' };
+const hostOf = (ns: string, name: string) => `${name}.${ns}.test`;
+const route = (ns: string, name: string) => getObject('gateway.networking.k8s.io/v1', 'HTTPRoute', ns, name);
+const canaryShare = (s: { byVersion: Record<string, number>; total: number }, version: string) => (100 * (s.byVersion[version] ?? 0)) / s.total;
+
+/** An Application routed through the stack's Gateway on Traefik, its pods answering as `image` says. */
+async function gatewayApp(ns: string, name: string, canary?: Json): Promise<Json> {
+  const { name: gateway, namespace } = await gatewayParentRef();
+  return appManifest(ns, name, {
+    image: servingImage({ version: 'v1' }), replicas: 2,
+    traffic: { router: 'gatewayAPI', gatewayAPI: { parentRefs: [{ name: gateway, namespace }], hostnames: [hostOf(ns, name)], implementation: 'traefik' } },
+    serviceMesh: { enabled: false, ...(canary ? { canary: { healthGates: gates, image: servingImage({ version: 'v2' }), ...canary } } : {}) },
+  });
+}
+
+/** Sends requests until none reaches the canary; the time that took, from `since`. */
+async function untilAllStable(ns: string, name: string, since: number): Promise<number> {
+  await eventually('every request answered by stable', async () => {
+    const s = await sendThroughGateway({ host: hostOf(ns, name) }, { count: 40, concurrency: 4 });
+    return Object.keys(s.byVersion).join() === 'stable' && s.total === 40 ? true : undefined;
+  }, { timeoutMs: 60_000, intervalMs: 50 });
+  return (Date.now() - since) / 1000;
+}
+
+describe('canaries through the Gateway API, on real requests', () => {
+  let prometheus = '';
+  before(async () => {
+    prometheus = (await testEnv()).prometheusUrl;
+    await dataPlane();
+  });
+  const s = operatorSuite('gateway', { operator: { flags: [...testFlags, `--prometheus-address=${process.env['PROMETHEUS_ADDRESS'] ?? ''}`] } });
+
+  it('every route the renderer writes is accepted by the Gateway API\'s own CRDs, and Traefik\'s mirroring service by Traefik\'s', async () => {
+    const gw = { router: 'gatewayAPI', gatewayAPI: { parentRefs: [{ name: 'local', namespace: 'gateway-system' }], hostnames: ['a.example.com'] } };
+    for (const implementation of ['generic', 'traefik']) {
+      const app = clusterApp({ traffic: { ...gw, gatewayAPI: { ...gw.gatewayAPI, implementation } }, serviceMesh: { canary: { enabled: true, canaryVersion: 'v2' } } }, 'crdcheck', s.ns);
+      for (const canary of [null, { weight: 0 }, { weight: 35 }, { weight: 10, headers: [{ header: 'x-canary', prefix: 'yes' }, { cookie: 'tier', exact: 'gold' }] }, { weight: 0, mirror: 25 }]) {
+        const r = renderHTTPRoute(app, { canary });
+        delete (r.metadata as { ownerReferences?: unknown }).ownerReferences;
+        await kube(['apply', '--server-side', '--dry-run=server', '-f', '-'], JSON.stringify(r));
+      }
+      const m = renderMirrorService(app, 25);
+      delete (m.metadata as { ownerReferences?: unknown }).ownerReferences;
+      await kube(['apply', '--server-side', '--dry-run=server', '-f', '-'], JSON.stringify(m));
+    }
+  });
+
+  it('a 20 -> 50 canary sends 20%, then 50% of 1,000 real requests each; promote leaves every request on stable within seconds', async () => {
+    await apply(await gatewayApp(s.ns, 'web', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: { duration: '45s' } }, { setWeight: 50 }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'web', 'Paused', 120_000);
+    const host = hostOf(s.ns, 'web');
+    await waitForVersions({ host }, ['stable', 'v2']);
+    const at20 = await sendThroughGateway({ host }, { count: 1000, concurrency: 8 });
+    assert.equal(at20.total, 1000);
+    assert.equal(at20.errorRate, 0);
+    console.log(`at 20%: ${canaryShare(at20, 'v2').toFixed(1)}% of 1,000 requests answered by the canary`);
+    assert.ok(Math.abs(canaryShare(at20, 'v2') - 20) <= 5, `canary share at 20%: ${JSON.stringify(at20.byVersion)}`);
+    const app50 = await eventually('status at 50%', async () => {
+      const a = await getApp(s.ns, 'web');
+      return a?.status?.canary?.weight === 50 ? a : undefined;
+    }, { timeoutMs: 120_000, intervalMs: 500 });
+    assert.equal(app50.status.canary.step, 3);
+    const at50 = await sendThroughGateway({ host }, { count: 1000, concurrency: 8 });
+    console.log(`at 50%: ${canaryShare(at50, 'v2').toFixed(1)}% of 1,000 requests answered by the canary`);
+    assert.ok(Math.abs(canaryShare(at50, 'v2') - 50) <= 5, `canary share at 50%: ${JSON.stringify(at50.byVersion)}`);
+    assert.deepEqual(readHTTPRouteWeights(await route(s.ns, 'web'), { metadata: { name: 'web' } }), { stable: 50, canary: 50, total: 100, headerRoute: false, mirror: 0 });
+
+    const asked = Date.now();
+    await control(await temporalClient(), 'promote', s.ns, 'web');
+    const seconds = await untilAllStable(s.ns, 'web', asked);
+    console.log(`promote: every request on stable ${seconds.toFixed(1)} s after it was asked`);
+    const done = await waitCanaryPhase(s.ns, 'web', 'Promoted', 120_000);
+    assert.equal(done.spec.image, servingImage({ version: 'v2' }));
+    const after = await sendThroughGateway({ host }, { count: 200, concurrency: 4 });
+    assert.deepEqual(Object.keys(after.byVersion), ['stable'], 'all on stable, which runs the new image');
+    assert.equal(await getObject('v1', 'Service', s.ns, 'web-canary'), null, 'the canary\'s Service is gone');
+    assert.deepEqual(readHTTPRouteWeights(await route(s.ns, 'web'), { metadata: { name: 'web' } })?.stable, 100);
+  });
+
+  it('abort leaves every request on stable within seconds, and nothing of the canary behind', async () => {
+    await apply(await gatewayApp(s.ns, 'halt', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 40 }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'halt', 'Paused', 120_000);
+    await waitForVersions({ host: hostOf(s.ns, 'halt') }, ['stable', 'v2']);
+    const asked = Date.now();
+    await control(await temporalClient(), 'abort', s.ns, 'halt', 'bad idea');
+    const seconds = await untilAllStable(s.ns, 'halt', asked);
+    console.log(`abort: every request on stable ${seconds.toFixed(1)} s after it was asked`);
+    await waitCanaryPhase(s.ns, 'halt', 'Aborted', 60_000);
+    assert.equal(await getDeployment(s.ns, 'halt-canary'), null);
+    assert.equal(await getObject('v1', 'Service', s.ns, 'halt-canary'), null);
+  });
+
+  it('a header route sends every matching request to the canary and no other', async () => {
+    await apply(await gatewayApp(s.ns, 'ab', { enabled: true, canaryVersion: 'v2', steps: [{ setHeaderRoute: { match: [{ header: 'x-canary', exact: 'always' }] } }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'ab', 'Paused', 120_000);
+    const host = hostOf(s.ns, 'ab');
+    await waitForVersions({ host, headers: { 'x-canary': 'always' } }, ['v2']);
+    const matching = await sendThroughGateway({ host, headers: { 'x-canary': 'always' } }, { count: 300, concurrency: 6 });
+    const others = await sendThroughGateway({ host, headers: { 'x-canary': 'never' } }, { count: 300, concurrency: 6 });
+    assert.deepEqual(matching.byVersion, { v2: 300 });
+    assert.deepEqual(others.byVersion, { stable: 300 });
+    await control(await temporalClient(), 'abort', s.ns, 'ab');
+    await waitCanaryPhase(s.ns, 'ab', 'Aborted', 60_000);
+  });
+
+  it('a mirror copies a share of requests to the canary while every answer comes from stable', async () => {
+    await apply(await gatewayApp(s.ns, 'shadow', { enabled: true, canaryVersion: 'v2', steps: [{ setMirrorRoute: { percentage: 30 } }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'shadow', 'Paused', 120_000);
+    assert.equal((await getApp(s.ns, 'shadow'))?.status?.canary?.routing, 'a 30% mirror');
+    const host = hostOf(s.ns, 'shadow');
+    await waitForVersions({ host }, ['stable']);
+    // Traefik takes up a new TraefikService a moment after the route names it (its providers are throttled): copies
+    // begin then.
+    await eventually('copies reach the canary', async () => {
+      const was = (await settledRequestsByVersion(s.ns, 300))['v2'] ?? 0;
+      await sendThroughGateway({ host }, { count: 20, concurrency: 4 });
+      return ((await settledRequestsByVersion(s.ns, 300))['v2'] ?? 0) > was ? true : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    const before = await settledRequestsByVersion(s.ns);
+    const sent = await sendThroughGateway({ host }, { count: 400, concurrency: 4 });
+    assert.deepEqual(sent.byVersion, { stable: 400 }, 'every answer from stable');
+    const afterCounts = await settledRequestsByVersion(s.ns);
+    const copies = (afterCounts['v2'] ?? 0) - (before['v2'] ?? 0);
+    console.log(`mirror 30%: ${copies} copies of 400 requests reached the canary`);
+    assert.ok(Math.abs((100 * copies) / 400 - 30) <= 5, `${copies} copies of 400`);
+    await control(await temporalClient(), 'abort', s.ns, 'shadow');
+    await waitCanaryPhase(s.ns, 'shadow', 'Aborted', 60_000);
+    assert.equal(await getObject('traefik.io/v1alpha1', 'TraefikService', s.ns, 'shadow-mirror'), null, 'the mirroring service is gone');
+  });
+
+  it('a canary answering 5% 5xx is rolled back by analysis on Traefik\'s metrics; after it no request reaches the canary', async () => {
+    assert.ok(prometheus);
+    await apply(await gatewayApp(s.ns, 'flaky', {
+      enabled: true, canaryVersion: 'v2', image: servingImage({ version: 'v2', errorPercent: 5 }), steps: [{ setWeight: 50 }, { pause: {} }],
+      analysis: { interval: '10s', metrics: [{ name: 'success-rate', template: 'request-success-rate', thresholdRange: { min: 99 }, failureLimit: 1 }] },
+    }));
+    await waitCanaryPhase(s.ns, 'flaky', 'Paused', 120_000);
+    const host = hostOf(s.ns, 'flaky');
+    // Requests keep coming until the analysis has judged the canary.
+    const load = new AbortController();
+    const answers: Promise<Answer[]> = sendRequests({ url: (await dataPlane()).gatewayUrl, host }, { signal: load.signal, rps: 40 });
+    try {
+      const app = await waitCanaryPhase(s.ns, 'flaky', 'RolledBack', 180_000);
+      assert.equal(app.status.canary.reason, 'AnalysisFailed');
+      assert.match(app.status.canary.message, /success-rate 1 times in a row: 9\d(\.\d+)? is below the minimum 99/);
+      assert.match(app.status.canary.analysis.at(-1).query, /traefik_service_requests_total\{service="[^"]+-flaky-canary-http-80@kubernetesgateway"/);
+    } finally {
+      load.abort();
+    }
+    const during = summarize(await answers);
+    assert.ok((during.byStatus['503'] ?? 0) > 0, 'the canary did fail some requests');
+    const after = await sendThroughGateway({ host }, { count: 300, concurrency: 6 });
+    assert.deepEqual(after.byVersion, { stable: 300 }, 'no request reaches the rolled-back canary');
+  });
+
+  it('a hand edit of the HTTPRoute mid-rollout is put back, and an Event says so', async () => {
+    await apply(await gatewayApp(s.ns, 'edit', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 30 }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'edit', 'Paused', 120_000);
+    await kube(['-n', s.ns, 'patch', 'httproute.gateway.networking.k8s.io', 'edit', '--type=json', '-p', JSON.stringify([
+      { op: 'replace', path: '/spec/rules/0/backendRefs/0/weight', value: 0 }, { op: 'replace', path: '/spec/rules/0/backendRefs/1/weight', value: 100 },
+    ])]);
+    await eventually('the route put back to 70/30', async () => {
+      const w = readHTTPRouteWeights(await route(s.ns, 'edit'), { metadata: { name: 'edit' } });
+      return w?.canary === 30 && w.stable === 70 ? true : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
+    const app = await getApp(s.ns, 'edit');
+    const events = await eventsOf(s.ns, app!.metadata.uid);
+    assert.ok(events.some((e) => e.reason === 'CanaryRepaired' && e.type === 'Warning'), 'a Warning Event says the route was put back');
+    const host = hostOf(s.ns, 'edit');
+    await sleep(500);
+    const sent = await sendThroughGateway({ host }, { count: 500, concurrency: 5 });
+    assert.ok(Math.abs(canaryShare(sent, 'v2') - 30) <= 5, `after the repair: ${JSON.stringify(sent.byVersion)}`);
+  });
+
+  it('deleting the Application mid-rollout removes the canary, its Service and the route, and releases the finalizer', async () => {
+    await apply(await gatewayApp(s.ns, 'gone', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'gone', 'Paused', 120_000);
+    await kube(['-n', s.ns, 'delete', 'application', 'gone', '--wait=true', '--timeout=120s']);
+    for (const [v, k, n] of [['gateway.networking.k8s.io/v1', 'HTTPRoute', 'gone'], ['v1', 'Service', 'gone-canary'], ['v1', 'Service', 'gone-stable'], ['apps/v1', 'Deployment', 'gone-canary']] as const) {
+      await eventually(`${k}/${n} gone`, async () => ((await getObject(v, k, s.ns, n)) === null ? true : undefined), { timeoutMs: 60_000 });
+    }
+  });
+});
