@@ -61,7 +61,8 @@ export const kinds = {
   destinationRule: kind(ISTIO_API_VERSION, 'DestinationRule', 'destinationrules'),
   virtualService: kind(ISTIO_API_VERSION, 'VirtualService', 'virtualservices'),
   httpRoute: kind(GATEWAY_API_VERSION, 'HTTPRoute', 'httproutes'),
-  traefikService: kind(TRAEFIK_API_VERSION, 'TraefikService', 'traefikservices'),
+  // Exists only while a mirror is set on Traefik: the rollout's gate checks look after it, not the watcher.
+  traefikService: kind(TRAEFIK_API_VERSION, 'TraefikService', 'traefikservices', { watched: false }),
 } as const;
 
 /** Every kind of child, once each. */

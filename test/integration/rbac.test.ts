@@ -13,6 +13,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { parse } from 'yaml';
 import { appManifest, closeTemporal, getApp, getDeployment, getObject, kubeApi, temporalClient, type Json, type KubeObject } from '../../testkit/apps.ts';
+import { gatewayParentRef } from '../../testkit/dataplane.ts';
 import { testEnv } from '../../testkit/env.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -38,8 +39,8 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 /** The reconcile flow, in order. */
 const stepNames = [
   'ready', 'leader', 'apps Running', 'event', 'pod reason', 'prune', 'delete',
-  ...children.map((c) => `drift ${c.kind}`),
-  'image', 'canary', 'promote', 'release', 'finalize',
+  ...children.filter((c) => c.watched).map((c) => `drift ${c.kind}`),
+  'image', 'canary', 'promote', 'mirror', 'release', 'finalize',
 ] as const;
 type Step = (typeof stepNames)[number];
 
@@ -49,6 +50,7 @@ const prerequisites = (s: Step): Step[] => {
   if (s === 'leader') return ['ready'];
   if (s === 'apps Running' || s === 'pod reason') return ['ready', 'leader'];
   if (s === 'promote' || s === 'finalize') return ['ready', 'leader', 'apps Running', 'canary'];
+  if (s === 'mirror') return ['ready', 'leader', 'apps Running'];
   if (s === 'release') return ['ready', 'leader', 'apps Running', 'canary', 'promote'];
   return ['ready', 'leader', 'apps Running'];
 };
@@ -64,7 +66,8 @@ const informer = (kind: ChildKind): Step[] => ['ready', `drift ${kind}`];
 const statusKinds = new Set<string>([kinds.deployment.kind, kinds.service.kind]);
 const child = (k: ChildKindEntry) => ({
   ...(k.read ? { get: [statusKinds.has(k.kind) ? 'apps Running' : 'prune'] as Step[] } : {}),
-  list: informer(k.kind), watch: informer(k.kind), create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete'] as Step[],
+  ...(k.watched ? { list: informer(k.kind), watch: informer(k.kind) } : {}),
+  create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete'] as Step[],
 });
 const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // Read by every reconcile, watched by the watcher, patched to add and release the finalizer.
@@ -74,6 +77,11 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   'myapp.example.com/releases': { get: ['release'], list: ['ready', 'release'], watch: ['ready', 'release'], patch: ['release'] },
   'myapp.example.com/releases/status': { patch: ['release'] },
   ...Object.fromEntries(children.map((k) => [`${groupOf(k.apiVersion)}/${k.plural}`, child(k)])),
+  // The HTTPRoute is read back by the rollout's routing through the Gateway API (the prune step, which deletes a kind
+  // earlier in the table first, cannot tell).
+  'gateway.networking.k8s.io/httproutes': { ...child(kinds.httpRoute), get: ['mirror'] },
+  // Traefik's mirroring service exists only while a rollout on Traefik mirrors: made, read back and removed then.
+  'traefik.io/traefikservices': { get: ['prune', 'mirror'], create: ['mirror'], patch: ['mirror'], delete: ['delete'] },
   // Listed by the watcher (the stable pods) and by the canary's gate; watched to say at once why a pod cannot start.
   'core/pods': { list: ['ready', 'canary'], watch: ['pod reason'] },
   'events.k8s.io/events': { create: ['event'] },
@@ -82,7 +90,7 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
 
 /** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
 // 'pod reason' gets 20 s: a Deployment's pods to create and fail, yet well before the operator's timed re-check (30 s).
-const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 30_000, 'release': 30_000 };
+const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 30_000, 'mirror': 30_000, 'release': 30_000 };
 const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
 const PASS_MS = 60_000;
 
@@ -122,6 +130,13 @@ interface FlowResult {
 
 const SA = 'application-operator';
 const LEASE = 'application-operator-leader';
+/** Whose Application a kind belongs to in the flow: the Gateway API's to `routed`, the rest to `full`. */
+const ownerOf = (kind: string) => (kind === 'HTTPRoute' ? 'routed' : 'full');
+const routedSpec = (gateway: { name: string; namespace: string }, canary?: Json) => ({
+  image: 'nginx:1.25', replicas: 1,
+  traffic: { router: 'gatewayAPI', gatewayAPI: { parentRefs: [gateway], implementation: 'traefik' } },
+  serviceMesh: { enabled: false, ...(canary ? { canary } : {}) },
+});
 const fullSpec = (storage: boolean) => ({
   image: 'nginx:1.25', replicas: 1,
   service: { ports: [{ name: 'http', port: 80 }] },
@@ -196,6 +211,8 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     result.logFile = op.logFile;
     const o = op;
     const n = ns.name;
+    const { name: gwName, namespace: gwNamespace } = await gatewayParentRef();
+    const gateway = { name: gwName, namespace: gwNamespace };
     const flow: Record<Step, (timeoutMs: number) => Promise<unknown>> = {
       'ready': (t) => until('readyz', async () => o.isReady(), t),
       'leader': (t) => until(`Lease held by ${identity} and renewed`, async () => {
@@ -205,12 +222,14 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
       'apps Running': async (t) => {
         await applyAsUser(appManifest(n, 'full', fullSpec(storage)));
         await applyAsUser(appManifest(n, 'plain', { image: 'nginx:1.25' }));
-        await until('full and plain Running with every child', async () => {
-          const [full, plain] = await Promise.all([getApp(n, 'full'), getApp(n, 'plain')]);
+        await applyAsUser(appManifest(n, 'routed', routedSpec(gateway)));
+        await until('full, plain and routed Running with every child', async () => {
+          const apps = await Promise.all([getApp(n, 'full'), getApp(n, 'plain'), getApp(n, 'routed')]);
           const running = (a: Json | null) => a?.status?.phase === 'Running' && a.status.observedGeneration === a.metadata.generation;
-          if (!running(full) || !running(plain)) return false;
-          const kinds = children.filter((c) => storage || c.kind !== 'PersistentVolumeClaim');
-          return (await Promise.all(kinds.map((c) => getObject(c.apiVersion, c.kind, n, 'full')))).every(Boolean);
+          if (!apps.every(running)) return false;
+          const kinds = children.filter((c) => c.watched && (storage || c.kind !== 'PersistentVolumeClaim'));
+          const stable = await getObject('v1', 'Service', n, 'routed-stable');
+          return Boolean(stable) && (await Promise.all(kinds.map((c) => getObject(c.apiVersion, c.kind, n, ownerOf(c.kind))))).every(Boolean);
         }, t);
       },
       'event': (t) => until('an Event on the Application', async () => {
@@ -236,15 +255,16 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         await api.delete(appRef(n, 'plain'));
         await until('plain deleted (finalizer released) with its children', async () => (await getApp(n, 'plain')) === null && (await getDeployment(n, 'plain')) === null, t);
       },
-      ...Object.fromEntries(children.map((c) => [`drift ${c.kind}`, async (t: number) => {
-        const was = await getObject(c.apiVersion, c.kind, n, 'full');
-        if (!was) throw new Error(`${c.kind} full is missing before the drift step`);
-        const ref = { apiVersion: c.apiVersion, kind: c.kind, namespace: n, name: 'full' };
+      ...Object.fromEntries(children.filter((c) => c.watched).map((c) => [`drift ${c.kind}`, async (t: number) => {
+        const owner = ownerOf(c.kind);
+        const was = await getObject(c.apiVersion, c.kind, n, owner);
+        if (!was) throw new Error(`${c.kind} ${owner} is missing before the drift step`);
+        const ref = { apiVersion: c.apiVersion, kind: c.kind, namespace: n, name: owner };
         await api.delete(ref);
         // A PVC in use stays Terminating behind kubernetes.io/pvc-protection; let it go so the operator sees it deleted.
         if (c.kind === 'PersistentVolumeClaim') await api.mergePatch(ref, { metadata: { finalizers: null } }).catch(() => null);
-        await until(`${c.kind} full put back`, async () => {
-          const now = await getObject(c.apiVersion, c.kind, n, 'full');
+        await until(`${c.kind} ${owner} put back`, async () => {
+          const now = await getObject(c.apiVersion, c.kind, n, owner);
           return Boolean(now && now.metadata.uid !== was.metadata.uid && !now.metadata.deletionTimestamp);
         }, t);
       }])) as Record<`drift ${string}`, (t: number) => Promise<void>>,
@@ -264,6 +284,18 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         }, t);
       },
       'promote': (t) => until('canary promoted and removed', async () => (await getApp(n, 'full'))?.status?.canary?.phase === 'Promoted' && (await getDeployment(n, 'full-canary')) === null, t),
+      // On Traefik a mirror is its mirroring service: made while the mirror is set, gone once promoted.
+      'mirror': async (t) => {
+        await applyAsUser(appManifest(n, 'routed', routedSpec(gateway, {
+          enabled: true, canaryVersion: 'v2', healthGates: { interval: '1s', failureThreshold: 3, initialDelay: '2s' }, steps: [{ setMirrorRoute: { percentage: 20 } }, { pause: { duration: '2s' } }],
+        })));
+        await until('the mirroring service made, then removed with the promotion', async () => {
+          const app = await getApp(n, 'routed');
+          return app?.status?.canary?.phase === 'Promoted' && (await getObject('traefik.io/v1alpha1', 'TraefikService', n, 'routed-mirror')) === null;
+        }, t);
+        const seen = (await api.list<Json>({ apiVersion: 'events.k8s.io/v1', kind: 'Event', namespace: n })).items.some((e) => e.regarding?.name === 'routed' && e.reason === 'CanaryPromoted');
+        if (!seen) throw new Error('no CanaryPromoted Event for routed');
+      },
       'release': async (t) => {
         await applyAsUser({
           apiVersion: 'myapp.example.com/v1', kind: 'Release', metadata: { name: 'rel', namespace: n },
@@ -302,7 +334,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     await op?.stop('SIGKILL');
     if (op) await terminateWorkflows(op.taskQueue);
     // Nothing will release the finalizers now; without this the namespace could never go away.
-    for (const app of ['full', 'plain', 'stuck']) await api.mergePatch(appRef(ns.name, app), { metadata: { finalizers: null } }).catch(() => null);
+    for (const app of ['full', 'plain', 'stuck', 'routed']) await api.mergePatch(appRef(ns.name, app), { metadata: { finalizers: null } }).catch(() => null);
     for (const plural of ['clusterrolebindings', 'clusterroles']) await api.request('DELETE', rbacPath(plural, roleName), { allowNotFound: true }).catch(() => null);
     await api.request('DELETE', `/api/v1/namespaces/${ns.name}`, { allowNotFound: true }).catch(() => null);
   }
@@ -366,7 +398,7 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
   after(async () => closeTemporal());
 
   it('grants no wildcard and nothing outside the operator\'s API groups', () => {
-    const groups = new Set(['myapp.example.com', 'apps', '', 'autoscaling', 'networking.istio.io', 'events.k8s.io', 'coordination.k8s.io']);
+    const groups = new Set(['myapp.example.com', 'apps', '', 'autoscaling', 'networking.istio.io', 'gateway.networking.k8s.io', 'traefik.io', 'events.k8s.io', 'coordination.k8s.io']);
     for (const r of [...clusterRules, ...leaderRules]) {
       for (const field of [r.apiGroups, r.resources, r.verbs]) assert.ok(!field.includes('*'), `wildcard in ${JSON.stringify(r)}`);
       for (const g of r.apiGroups) assert.ok(groups.has(g), `unexpected API group ${g}`);
