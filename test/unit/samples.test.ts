@@ -5,7 +5,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { parseApplication } from '../../api/application.ts';
 import { parseRelease } from '../../api/release.ts';
 import { releaseExamples } from '../fixtures/release-examples.ts';
-import { analysisAppSpec, application, canaryAppSpec, demoAppSpec } from '../fixtures/spec-examples.ts';
+import { analysisAppSpec, application, canaryAppSpec, demoAppSpec, gatewayAppSpec } from '../fixtures/spec-examples.ts';
 
 const read = (file: string) => readFileSync(new URL(`../../samples/${file}`, import.meta.url), 'utf8');
 
@@ -14,6 +14,7 @@ const samples = [
   { file: 'demo-app.yaml', expected: application('demo-app', demoAppSpec) },
   { file: 'canary-app.yaml', expected: application('canary-app', canaryAppSpec) },
   { file: 'analysis-app.yaml', expected: application('checkout', analysisAppSpec) },
+  { file: 'gateway-app.yaml', expected: application('shop', gatewayAppSpec) },
 ];
 
 for (const { file, expected } of samples) {
