@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
 import { reachesCanary, routable, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
-import { failureCounts, gateVerdict, interruption, routeAfterGate } from '../../workflows/rollout/decide.ts';
+import { failureCounts, gateStep, gateVerdict, interruption, routeAfterGate } from '../../workflows/rollout/decide.ts';
 import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
@@ -150,5 +150,41 @@ describe('withStep and routeAtStep: where a rollout taken up again at a step sta
   test('an empty header match and a 0% mirror remove what they name', () => {
     assert.deepEqual(withStep({ weight: 30, headers: [{ header: 'x', exact: '1' }] }, header([])), { weight: 30 });
     assert.deepEqual(withStep({ weight: 30, mirror: 5 }, mirror(0)), { weight: 30 });
+  });
+});
+
+describe('gateStep: one gate check, from what it saw to what to do', () => {
+  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean } = {}) => ({
+    health: health(h), routed: { stable: 80, canary: 20, total: 100, headerRoute: false, mirror: 0 }, asIntended: o.asIntended ?? true, target: o.target ?? true,
+  });
+  const base = { gates, now: 100_000, createdAt: 0, readySince: undefined, lastCountedAt: 0, consecutiveFailures: 0, route: { weight: 20 }, target: { weight: 20 } };
+  test('healthy, as set: clean, nothing to do, ready from now', () => {
+    const g = gateStep({ ...base, seen: seen() });
+    assert.deepEqual([g.clean, g.reroute, g.recreate, g.consecutiveFailures, g.readySince], [true, undefined, undefined, 0, new Date(100_000).toISOString()]);
+  });
+  test('a passing gate moves traffic up to the target', () => {
+    const g = gateStep({ ...base, seen: seen(), route: { weight: 0 }, target: { weight: 30 } });
+    assert.deepEqual(g.reroute, { route: { weight: 30 }, repair: false, why: 'gate passed: routing 30% to the canary' });
+  });
+  test('no ready replica: everything to stable at once, and the failure counted', () => {
+    const g = gateStep({ ...base, seen: seen({ readyReplicas: 0 }), readySince: 'earlier' });
+    assert.deepEqual(g.reroute, { route: { weight: 0 }, repair: false, why: 'the canary has no ready replica: all traffic moved to stable' });
+    assert.deepEqual([g.counted, g.consecutiveFailures, g.clean], [true, 1, false]);
+  });
+  test('a failure during the start-up grace is recorded, not counted', () => {
+    const g = gateStep({ ...base, gates: { ...gates, initialDelayMs: 60_000 }, now: 10_000, seen: seen({ readyReplicas: 1 }) });
+    assert.deepEqual([g.record.grace, g.counted, g.consecutiveFailures], [true, false, 0]);
+  });
+  test('at most one failure counted per interval, however many checks', () => {
+    const g = gateStep({ ...base, seen: seen({ restarts: 9 }), lastCountedAt: 95_000, consecutiveFailures: 1, readySince: 'earlier' });
+    assert.deepEqual([g.counted, g.consecutiveFailures], [false, 1]);
+  });
+  test('a hand edit of the routes is a repair, with what they route now', () => {
+    const g = gateStep({ ...base, seen: seen({}, { asIntended: false }) });
+    assert.deepEqual(g.reroute, { route: { weight: 20 }, repair: true, why: 'the routes do not route what the rollout set (they route 20%): routing 20% again' });
+  });
+  test('a deleted canary Deployment or routing target is put back', () => {
+    assert.equal(gateStep({ ...base, seen: seen({ exists: false, readyReplicas: 0 }) }).recreate, 'the canary Deployment is gone');
+    assert.equal(gateStep({ ...base, seen: seen({}, { target: false }) }).recreate, 'what the canary is routed to (its subset, its Service) is gone');
   });
 });

@@ -6,6 +6,7 @@ import {
   CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { duration, run, waitFor } from '../summary.ts';
+import { WrittenStatus } from '../kit/status.ts';
 import { ReleaseAppPhase, ReleasePhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { AppObservation } from '../../activities/release.ts';
@@ -56,7 +57,7 @@ export class ReleaseEntity {
   private changes = 0;
   deleting = false;
   /** What status last said, so it is written only when it changes. */
-  private written = '';
+  private written = new WrittenStatus();
   /** The last control request, passed on with what it asked for to the wave's canaries. */
   private lastRequest: ControlRequest = {};
   /** What the release last told each running canary (promote, pause, resume), so each is told once. */
@@ -79,7 +80,7 @@ export class ReleaseEntity {
       this.abortRequest = c.abortRequest;
       this.promoteRequest = c.promoteRequest;
       this.deleting = c.deleting;
-      this.written = c.written;
+      this.written = new WrittenStatus(c.written);
       this.lastRequest = c.lastRequest;
       this.told = new Map(c.told);
     }
@@ -217,7 +218,7 @@ export class ReleaseEntity {
     if (!this.plan || (!info.continueAsNewSuggested && info.historyLength < (this.input.options?.maxHistoryEvents ?? defaultMaxHistoryEvents))) return;
     log.info('continuing as new', { historyLength: info.historyLength, position: this.position.at });
     const carried: ReleaseCarry = {
-      plan: this.plan, state: this.state, position: this.position, deleting: this.deleting, written: this.written, lastRequest: this.lastRequest,
+      plan: this.plan, state: this.state, position: this.position, deleting: this.deleting, written: this.written.carried, lastRequest: this.lastRequest,
       told: [...this.told.entries()], ...(this.abortRequest ? { abortRequest: this.abortRequest } : {}), ...(this.promoteRequest ? { promoteRequest: this.promoteRequest } : {}),
     };
     const { carried: _c, ...input } = this.input;
@@ -443,10 +444,9 @@ export class ReleaseEntity {
       phase, wave: s.wave, waves: s.waves, message, observedGeneration: s.generation ?? null, failedApplication: s.failedApplication ?? null,
       applications: s.applications.map((a) => ({ ...a })),
     };
-    const text = JSON.stringify(status);
-    if (text === this.written && !event) return;
+    if (!this.written.isNew(status) && !event) return;
     log.info(`${phase}: ${message}`);
     await run(acts.writeReleaseStatus, `status: ${phase}: ${message}`, { namespace: s.namespace, name: s.name, status, ...(event ? { event: { ...event, message } } : {}) });
-    this.written = text;
+    this.written.wrote(status);
   }
 }

@@ -1,8 +1,9 @@
-import { allHandlersFinished, condition, continueAsNew, log, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import { run } from '../summary.ts';
 import { ReleasePhase } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
-import { changedSignal, controlActions, controlSignals, releaseQuery, releaseUpdates, type ReleaseWorkflowInput } from '../contract.ts';
+import { changedSignal, releaseQuery, releaseUpdates, type ReleaseWorkflowInput } from '../contract.ts';
+import { wireControls } from '../kit/controls.ts';
 import { ReleaseEntity } from './release.ts';
 
 const { readRelease, finalizeRelease } = proxyActivities<Activities>({
@@ -19,17 +20,7 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
   const release = new ReleaseEntity(input);
   setHandler(changedSignal, (s) => release.changed(s.reason));
   setHandler(releaseQuery, () => release.snapshot());
-  for (const action of controlActions) {
-    setHandler(releaseUpdates[action], (r) => release.accept(action, r), { validator: (_r: unknown) => release.validate(action) });
-    setHandler(controlSignals[action], (r) => {
-      try {
-        release.validate(action);
-        release.accept(action, r);
-      } catch (err) {
-        log.warn(`ignored ${action} signal: ${(err as Error).message}`);
-      }
-    });
-  }
+  wireControls(release, releaseUpdates);
 
   // A run that continued as new in the middle of a generation takes it up where the last run left it.
   let taken = release.carriedPlan;

@@ -1,10 +1,10 @@
 // The rollout's decisions as pure functions (no Temporal APIs): the workflow gathers, these decide, the workflow
 // acts. Unit-tested directly. The routing rule they apply lives in routing/route.ts, below the routers too.
 import { Reason, RolloutPhase } from '../../api/constants.ts';
-import type { CanaryHealth } from '../../activities/types.ts';
+import type { CanaryHealth, CanaryObservation } from '../../activities/types.ts';
 import type { ControlRequest, GateVerdict } from '../contract.ts';
-import { noCanaryRoute, routable, type CanaryRoute } from '../../routing/route.ts';
-import type { HealthGates } from './plan.ts';
+import { noCanaryRoute, reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
+import { describeMatch, type HealthGates } from './plan.ts';
 
 /**
  * A health gate's verdict on the canary, with the reason shown in status and history. A failing verdict names what
@@ -82,4 +82,72 @@ export function interruption(s: {
     };
   }
   return null;
+}
+
+/** What one gate check concludes from what it saw: the verdict to record, the counts, and what to do about the routes. */
+export interface GateStep {
+  record: GateVerdict;
+  /** When the canary was first ready (set on its first passing check). */
+  readySince: string | undefined;
+  /** The failure counted toward failureThreshold now (at most one per interval), and the count after it. */
+  counted: boolean;
+  consecutiveFailures: number;
+  /** The routes must change: to `route`, for `why`; `repair` when a hand edit took what the rollout set. */
+  reroute?: { route: CanaryRoute; why: string; repair: boolean };
+  /** A hand edit or deletion took the canary Deployment or what it is routed to: put it back. */
+  recreate?: string;
+  /** Everything is as the rollout set it, and the canary passes. */
+  clean: boolean;
+}
+
+/**
+ * The gate step: the canary's health judged against the gates (a failure during the start-up grace recorded, not
+ * counted; at most one failure counted per interval, so a burst of rechecks cannot roll a canary back in a second),
+ * traffic moved by the routing rule (up after a passing gate, to nothing once the canary has no ready replica), and
+ * what a hand edit or a deletion changed put back.
+ */
+export function gateStep(s: {
+  seen: CanaryObservation; gates: HealthGates; now: number; createdAt: number; readySince: string | undefined; lastCountedAt: number;
+  consecutiveFailures: number; route: CanaryRoute; target: CanaryRoute;
+}): GateStep {
+  const { health } = s.seen;
+  const verdict = gateVerdict(health, s.gates);
+  const at = new Date(s.now).toISOString();
+  const readySince = s.readySince ?? (verdict.ok ? at : undefined);
+  const counts = !verdict.ok && failureCounts({ everReady: readySince !== undefined, now: s.now, createdAt: s.createdAt, initialDelayMs: s.gates.initialDelayMs });
+  const counted = counts && s.now - s.lastCountedAt >= s.gates.intervalMs;
+  const record: GateVerdict = {
+    at, ok: verdict.ok, readyReplicas: health.readyReplicas, restarts: health.restarts, reason: verdict.reason, ...(!verdict.ok && !counts ? { grace: true } : {}),
+  };
+  const desired = routeAfterGate(s.route, s.target, health, verdict.ok);
+  const moved = !sameRoute(desired, s.route);
+  const reroute = moved || !s.seen.asIntended ? {
+    route: desired, repair: !s.seen.asIntended,
+    why: !reachesCanary(desired) && reachesCanary(s.route) ? 'the canary has no ready replica: all traffic moved to stable'
+      : !s.seen.asIntended ? `the routes do not route what the rollout set (they route ${describeRouted(s.seen.routed)}): routing ${describeRoute(desired)} again`
+        : `gate passed: routing ${describeRoute(desired)} to the canary`,
+  } : undefined;
+  const recreate = !health.exists ? 'the canary Deployment is gone' : !s.seen.target ? 'what the canary is routed to (its subset, its Service) is gone' : undefined;
+  return {
+    record, readySince, counted, consecutiveFailures: verdict.ok ? 0 : s.consecutiveFailures + (counted ? 1 : 0),
+    ...(reroute ? { reroute } : {}), ...(recreate ? { recreate } : {}),
+    clean: verdict.ok && !reroute && !recreate,
+  };
+}
+
+/** A route in words. */
+export function describeRoute(r: CanaryRoute): string {
+  return [`${r.weight}%`, describeExtras(r)].filter(Boolean).join(', ');
+}
+
+/** A header route and a mirror, in words (undefined when neither). */
+export function describeExtras(r: CanaryRoute): string | undefined {
+  const parts = [r.headers?.length ? `requests with ${describeMatch(r.headers)}` : '', r.mirror ? `a ${r.mirror}% mirror` : ''].filter(Boolean);
+  return parts.length ? parts.join(', ') : undefined;
+}
+
+/** Routes read back, in words. */
+export function describeRouted(w: RouteWeights | null): string {
+  if (!w) return 'nothing (the route object is gone)';
+  return [`${w.canary}%`, w.headerRoute ? 'a header route' : '', w.mirror ? `a ${w.mirror}% mirror` : ''].filter(Boolean).join(', ');
 }

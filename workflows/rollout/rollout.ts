@@ -3,8 +3,7 @@
 // pure functions of decide.ts; the cluster is reached only through activities. Everything it knows is one
 // serializable object (RolloutCarry), so that it can continue as new at any wait and be taken up exactly there.
 import {
-  ActivityFailure, ApplicationFailure, CancellationScope, TimeoutFailure, continueAsNew, getExternalWorkflowHandle,
-  isCancellation, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
+  CancellationScope, continueAsNew, getExternalWorkflowHandle, isCancellation, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
@@ -16,8 +15,11 @@ import {
   type RolloutState, type UndoKind,
 } from '../contract.ts';
 import { judge, keptVerdicts, tally, type AnalysisDecision } from './analysis.ts';
-import { failureCounts, gateVerdict, interruption, routeAfterGate, type Interruption } from './decide.ts';
-import { describeMatch, describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
+import { describeExtras, describeRoute, gateStep, interruption, type Interruption } from './decide.ts';
+import { describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
+import { describeFailure, failureType, persist } from '../kit/persist.ts';
+import { WrittenStatus } from '../kit/status.ts';
+import { UndoStack } from '../kit/undo.ts';
 import { duration, run, waitFor, type Summarizable } from '../summary.ts';
 import type { canaryRolloutWorkflow } from './workflow.ts';
 
@@ -62,8 +64,10 @@ export class Rollout {
   private readonly input: RolloutInput;
   private readonly plan: RolloutPlan;
   private readonly ref: CanaryRef;
-  /** Everything else the rollout knows: carried whole to the next run. */
+  /** Everything else the rollout knows: carried whole to the next run (with the undo stack). */
   private readonly m: Memory;
+  /** Compensations, registered right after the step they undo succeeded; run last first. */
+  private readonly undos: UndoStack<UndoKind>;
   /** Set when this run takes up a rollout whose workflow Temporal lost: its start says so. */
   private readonly recovered: RecoveredRollout | undefined;
   /** Bumped by every accepted control request and recheck, so a waiting rollout wakes up and looks. */
@@ -74,21 +78,24 @@ export class Rollout {
   private awaitingStable = false;
   private stableChanged = false;
   /** The phase and message status last said, so a mere refresh is told apart from news. */
-  private lastPublished: string;
+  private readonly published: WrittenStatus;
 
   constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
     this.input = input;
-    this.lastPublished = input.carried ? `${input.carried.state.phase}: ${input.carried.state.message}` : '';
+    this.published = new WrittenStatus();
+    if (input.carried) this.published.wrote({ phase: input.carried.state.phase, message: input.carried.state.message });
     this.plan = plan;
     this.ref = { namespace, name };
     if (input.carried) {
       const { state, ...memory } = input.carried;
       this.state = state;
       this.m = { ...memory, run: memory.run + 1 };
+      this.undos = new UndoStack(memory.undos);
       this.recovered = undefined;
       return;
     }
+    this.undos = new UndoStack();
     const now = Date.now();
     const deadline = now + plan.progressDeadlineMs;
     this.state = {
@@ -122,7 +129,7 @@ export class Rollout {
     this.m.target = target;
     this.m.route = { ...target, weight: Math.min(target.weight, r.weight) };
     this.state.weight = this.m.route.weight;
-    this.m.undos = ['removeCanary'];
+    this.undos.push('removeCanary');
     if (r.phase === RolloutPhase.Aborting) {
       this.m.position = {
         at: 'compensate',
@@ -245,7 +252,7 @@ export class Rollout {
       ...this.ref, plan: this.plan, ...(this.recovered ? {} : { route: noCanaryRoute }),
     });
     this.m.createdAt = Date.now();
-    if (!this.m.undos.includes('removeCanary')) this.m.undos.push('removeCanary');
+    this.undos.push('removeCanary');
     if (this.m.position.at === 'start') this.m.position = { at: 'steps', step: 0, done: false };
     await this.checkGate();
   }
@@ -334,7 +341,7 @@ export class Rollout {
     }
     if (!this.m.position.stableUpdated) {
       await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
-      if (!this.m.undos.includes('restoreStableImage')) this.m.undos.push('restoreStableImage');
+      this.undos.push('restoreStableImage');
       this.m.position = { at: 'promote', stableUpdated: true };
     }
     this.awaitingStable = true;
@@ -351,7 +358,7 @@ export class Rollout {
     await this.routeTo(noCanaryRoute);
     await this.call('remove the canary', acts.removeCanary, this.ref);
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
-    this.m.undos = [];
+    this.undos.clear();
     this.state.reason = Reason.CanaryPromoted;
     await this.publish(RolloutPhase.Promoted, `stable runs ${this.plan.image}; all traffic on stable, canary removed${by}`, Reason.CanaryPromoted);
     return this.result();
@@ -378,12 +385,11 @@ export class Rollout {
         await this.publish(RolloutPhase.Aborting, `${aborted ? 'aborting' : 'rolling back'}: ${stop.message}`, aborted ? Reason.CanaryAborting : Reason.CanaryRollingBack, 'Warning');
       }
       // Each undo leaves the stack only once it succeeded: a new run mid-way starts with what is left.
-      for (let kind = this.m.undos.at(-1); kind !== undefined; kind = this.m.undos.at(-1)) {
+      await this.undos.unwind(async (kind) => {
         const undo = this.undo(kind);
         log.info(`compensation: ${undo.what}`);
         await this.persist(undo.what, undo.run, { undo: true });
-        this.m.undos.pop();
-      }
+      });
       this.state.weight = 0;
       this.state.routing = undefined;
       this.m.route = noCanaryRoute;
@@ -450,43 +456,30 @@ export class Rollout {
     this.m.lastGateAt = Date.now();
     this.recheck = false;
     const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.ref, version: this.plan.version, route: this.m.route });
-    const { health } = seen;
-    const verdict = gateVerdict(health, this.plan.gates);
-    if (verdict.ok && !this.state.readySince) this.state.readySince = new Date(this.m.lastGateAt).toISOString();
-    const counts = !verdict.ok && failureCounts({
-      everReady: this.state.readySince !== undefined, now: this.m.lastGateAt, createdAt: this.m.createdAt, initialDelayMs: this.plan.gates.initialDelayMs,
+    const g = gateStep({
+      seen, gates: this.plan.gates, now: this.m.lastGateAt, createdAt: this.m.createdAt, readySince: this.state.readySince, lastCountedAt: this.m.lastCountedAt,
+      consecutiveFailures: this.state.consecutiveFailures, route: this.m.route, target: this.m.target,
     });
-    this.state.gates = [...this.state.gates.slice(-9), {
-      at: new Date(this.m.lastGateAt).toISOString(), ok: verdict.ok, readyReplicas: health.readyReplicas, restarts: health.restarts, reason: verdict.reason,
-      ...(!verdict.ok && !counts ? { grace: true } : {}),
-    }];
-    // A check made early (a recheck on an event) moves traffic and puts things back, but counts at most one failure
-    // per interval: a burst of events must not roll a canary back in a second.
-    const countable = counts && this.m.lastGateAt - this.m.lastCountedAt >= this.plan.gates.intervalMs;
-    if (countable) this.m.lastCountedAt = this.m.lastGateAt;
-    this.state.consecutiveFailures = verdict.ok ? 0 : this.state.consecutiveFailures + (countable ? 1 : 0);
-    if (!verdict.ok) log.warn(`health gate failed (${counts ? `${this.state.consecutiveFailures}/${this.plan.gates.failureThreshold}` : 'start-up grace, not counted'}): ${verdict.reason}`);
-
-    const desired = routeAfterGate(this.m.route, this.m.target, health, verdict.ok);
-    if (!sameRoute(desired, this.m.route) || !seen.asIntended) {
-      const why = !reachesCanary(desired) && reachesCanary(this.m.route) ? 'the canary has no ready replica: all traffic moved to stable'
-        : !seen.asIntended ? `the routes do not route what the rollout set (they route ${describeRouted(seen.routed)}): routing ${describeRoute(desired)} again`
-          : `gate passed: routing ${describeRoute(desired)} to the canary`;
-      log.warn(why);
-      await this.routeTo(desired);
-      // Status follows the routes at once: it never claims a route the router does not have. A repair says so
-      // in an Event; the message describes the present again at the next clean check.
-      await this.publish(this.state.phase, why, seen.asIntended ? undefined : Reason.CanaryRepaired, 'Warning', { passing: true });
+    this.state.gates = [...this.state.gates.slice(-9), g.record];
+    this.state.readySince = g.readySince;
+    if (g.counted) this.m.lastCountedAt = this.m.lastGateAt;
+    this.state.consecutiveFailures = g.consecutiveFailures;
+    if (!g.record.ok) log.warn(`health gate failed (${g.record.grace ? 'start-up grace, not counted' : `${g.consecutiveFailures}/${this.plan.gates.failureThreshold}`}): ${g.record.reason}`);
+    if (g.reroute) {
+      log.warn(g.reroute.why);
+      await this.routeTo(g.reroute.route);
+      // Status follows the routes at once: it never claims a route the router does not have. A repair says so in an
+      // Event; the message describes the present again at the next clean check.
+      await this.publish(this.state.phase, g.reroute.why, g.reroute.repair ? Reason.CanaryRepaired : undefined, 'Warning', { passing: true });
     }
-    if (!health.exists || !seen.target) {
-      const what = !health.exists ? 'the canary Deployment is gone' : 'what the canary is routed to (its subset, its Service) is gone';
-      await this.publish(this.state.phase, `${what}: traffic stays on stable while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
+    if (g.recreate) {
+      await this.publish(this.state.phase, `${g.recreate}: traffic stays on stable while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
       await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
       // A new canary starts again: its start-up grace and failure count start over.
       this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
-    } else if (verdict.ok && seen.asIntended && sameRoute(desired, this.m.route) && this.m.steady && this.state.message !== this.m.steady) {
+    } else if (g.clean && this.m.steady && this.state.message !== this.m.steady) {
       // All is as it should be again: the message says what the rollout does, not what it repaired a while ago.
       await this.publish(this.state.phase, this.m.steady);
     }
@@ -513,7 +506,7 @@ export class Rollout {
     if (!info.continueAsNewSuggested && info.historyLength < (this.input.maxHistoryEvents ?? defaultMaxHistoryEvents)) return;
     log.info('continuing as new', { historyLength: info.historyLength, suggested: info.continueAsNewSuggested, run: this.m.run, position: this.m.position.at });
     const { carried: _c, recovered: _r, ...input } = this.input;
-    await continueAsNew<typeof canaryRolloutWorkflow>({ ...input, carried: { state: this.state, ...this.m } });
+    await continueAsNew<typeof canaryRolloutWorkflow>({ ...input, carried: { state: this.state, ...this.m, undos: this.undos.carried } });
   }
 
   /**
@@ -605,28 +598,22 @@ export class Rollout {
    * growing delay, so no retry is silent, and once it works again says what is true now. A forward step gives way
    * to an abort (the undos run instead); an undo never gives up. A long run of failures may continue as new.
    */
-  private async persist<T>(what: string, once: () => Promise<T>, opts: { undo?: boolean; status?: boolean } = {}): Promise<T> {
+  private persist<T>(what: string, once: () => Promise<T>, opts: { undo?: boolean; status?: boolean } = {}): Promise<T> {
     const before = this.state.message;
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const out = await once();
-        // The message said this step kept failing; it works now, so status says what is true again.
-        if (attempt > 1 && !opts.status) await this.publish(this.state.phase, before);
-        return out;
-      } catch (err) {
-        if (isCancellation(err) || !isActivityError(err) || fatalFailures.includes(failureType(err) ?? '')) throw err;
-        const delayMs = Math.min(2000 * 2 ** (attempt - 1), 60_000);
-        const message = `"${what}" keeps failing (attempt ${attempt}): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
-        log.warn(message);
+    return persist(what, once, {
+      fatal: fatalFailures,
+      failing: async (message) => {
         this.state.message = message;
         this.details();
         // Best effort: the API server this step needs may be what is failing.
         await run(quiet.writeCanaryStatus, `status: ${this.state.phase}: "${what}" keeps failing`, this.statusInput(this.state.phase, message)).catch(() => undefined);
-        const aborted = await waitFor(() => !opts.undo && this.m.abortRequest !== undefined, delayMs, `retry "${what}" in ${duration(delayMs)}`);
-        await this.rollOverIfDue();
-        if (aborted) this.throwIfInterrupted(false);
-      }
-    }
+      },
+      // The message said this step kept failing; it works now, so status says what is true again.
+      recovered: () => (opts.status ? Promise.resolve() : this.publish(this.state.phase, before)),
+      interrupted: () => this.m.abortRequest !== undefined,
+      stopped: () => this.throwIfInterrupted(false),
+      waited: () => this.rollOverIfDue(),
+    }, opts);
   }
 
   /** Status everywhere: the CR's status.canary and an Event (an activity), the UI's current details, the history's log. */
@@ -641,9 +628,9 @@ export class Rollout {
     const summary = `status: ${phase} at step ${Math.min(this.state.step + 1, this.state.totalSteps)}/${this.state.totalSteps}, ${describeRoute(this.m.route)}: ${message}`;
     // What changed goes through an activity, whose input the history keeps (the history command tells the story
     // from it); a refresh of the same phase and message (new analysis verdicts) is a local activity.
-    const news = event !== undefined || `${phase}: ${message}` !== this.lastPublished;
-    this.lastPublished = `${phase}: ${message}`;
+    const news = event !== undefined || this.published.isNew({ phase, message });
     await this.persist(`status ${phase}`, () => run(news ? acts.writeCanaryStatus : checks.writeCanaryStatus, summary, input), { undo: true, status: true });
+    this.published.wrote({ phase, message });
   }
 
   private details(): void {
@@ -676,37 +663,4 @@ export class Rollout {
       },
     };
   }
-}
-
-/** A route in words. */
-function describeRoute(r: CanaryRoute): string {
-  return [`${r.weight}%`, describeExtras(r)].filter(Boolean).join(', ');
-}
-
-/** A header route and a mirror, in words (empty when neither). */
-function describeExtras(r: CanaryRoute): string | undefined {
-  const parts = [r.headers?.length ? `requests with ${describeMatch(r.headers)}` : '', r.mirror ? `a ${r.mirror}% mirror` : ''].filter(Boolean);
-  return parts.length ? parts.join(', ') : undefined;
-}
-
-/** Routes read back, in words. */
-function describeRouted(w: { canary: number; headerRoute: boolean; mirror: number } | null): string {
-  if (!w) return 'nothing (the route object is gone)';
-  return [`${w.canary}%`, w.headerRoute ? 'a header route' : '', w.mirror ? `a ${w.mirror}% mirror` : ''].filter(Boolean).join(', ');
-}
-
-/** An activity's failure: wrapped in an ActivityFailure, or (a local activity's) as the activity raised it or timed out. */
-function isActivityError(err: unknown): boolean {
-  return err instanceof ActivityFailure || err instanceof ApplicationFailure || err instanceof TimeoutFailure;
-}
-
-function failureType(err: unknown): string | undefined {
-  const cause = err instanceof ActivityFailure ? err.cause : err;
-  return cause instanceof ApplicationFailure ? cause.type ?? undefined : undefined;
-}
-
-function describeFailure(err: unknown): string {
-  const cause = err instanceof ActivityFailure ? err.cause ?? err : err;
-  if (cause instanceof ApplicationFailure) return `${cause.type ?? 'error'}: ${cause.message}`;
-  return cause instanceof Error ? cause.message : String(cause);
 }

@@ -1,5 +1,6 @@
-import { ContinueAsNew, isCancellation, log, setHandler } from '@temporalio/workflow';
-import { controlActions, controlSignals, controlUpdates, recheckSignal, rolloutQuery, type RolloutInput, type RolloutResult } from '../contract.ts';
+import { ContinueAsNew, isCancellation, setHandler } from '@temporalio/workflow';
+import { controlUpdates, recheckSignal, rolloutQuery, type RolloutInput, type RolloutResult } from '../contract.ts';
+import { wireControls } from '../kit/controls.ts';
 import { Rollout } from './rollout.ts';
 
 /**
@@ -11,17 +12,7 @@ import { Rollout } from './rollout.ts';
  */
 export async function canaryRolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
   const rollout = new Rollout(input);
-  for (const action of controlActions) {
-    setHandler(controlUpdates[action], (r) => rollout.accept(action, r), { validator: (_r: unknown) => rollout.validate(action) });
-    setHandler(controlSignals[action], (r) => {
-      try {
-        rollout.validate(action);
-        rollout.accept(action, r);
-      } catch (err) {
-        log.warn(`ignored ${action} signal: ${(err as Error).message}`);
-      }
-    });
-  }
+  wireControls(rollout, controlUpdates);
   setHandler(recheckSignal, ({ object }) => rollout.recheckNow(object));
   setHandler(rolloutQuery, () => rollout.snapshot());
 
