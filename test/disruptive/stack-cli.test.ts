@@ -2,7 +2,7 @@
 // made to misbehave (nothing else in this phase needs it meanwhile). A server that runs but does not answer is not
 // "up"; `up` right after a server was told to stop waits for it to go and starts it again; `restart` is a fault drill.
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -13,12 +13,17 @@ import { ownStack } from '../../testkit/env.ts';
 
 const root = resolve(import.meta.dirname, '..', '..');
 
-/** Runs `npm run stack -- <args>` on the run's stack; resolves with its exit code and output. */
-function stackCli(info: StackInfo, args: string[], timeoutMs = 180_000): Promise<{ code: number; out: string }> {
+/**
+ * Runs `npm run stack -- <args>` on the run's stack; resolves with its exit code and output. `seen` is what it has
+ * printed so far, for a test that acts at a moment the command reports rather than after a guessed delay.
+ */
+function stackCli(info: StackInfo, args: string[], timeoutMs = 180_000, seen: { out: string } = { out: '' }): Promise<{ code: number; out: string }> {
   return new Promise((res) => {
-    execFile(process.execPath, [join(root, 'stack', 'cli.ts'), '--state-dir', info.stateDir, ...args], { cwd: root, timeout: timeoutMs }, (err, stdout, stderr) => {
-      res({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, out: `${stdout}${stderr}` });
-    });
+    const child = spawn(process.execPath, [join(root, 'stack', 'cli.ts'), '--state-dir', info.stateDir, ...args], { cwd: root, timeout: timeoutMs });
+    const take = (chunk: Buffer) => { seen.out += chunk.toString(); };
+    child.stdout.on('data', take);
+    child.stderr.on('data', take);
+    child.on('close', (code) => res({ code: code ?? 1, out: seen.out }));
   });
 }
 
@@ -61,8 +66,11 @@ describe('the stack command against real servers', () => {
     process.kill(pid, 'SIGSTOP');
     stopped = pid;
     process.kill(pid, 'SIGTERM');
-    const upping = stackCli(info, ['up', '--headless']);
-    await sleep(3000);
+    const seen = { out: '' };
+    const upping = stackCli(info, ['up', '--headless'], 180_000, seen);
+    // Up checks the servers in turn (a loaded machine makes that slow): thaw Prometheus once up says it waits for it.
+    await eventually('up waits for the frozen Prometheus', async () => (seen.out.includes(`prometheus (pid ${pid}) runs but is not healthy`) ? true : undefined), { timeoutMs: 120_000 });
+    await sleep(500);
     assert.ok(isOurs(pid, info.servers.prometheus.command), 'still there while up waits');
     process.kill(pid, 'SIGCONT');
     stopped = undefined;
