@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
-import { parseApplication, routerOf, type Application } from '../api/application.ts';
+import { parseApplication, rolloutRouterOf, type Application } from '../api/application.ts';
 import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
@@ -9,7 +9,7 @@ import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, ty
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 import { routerFor } from './routers/router.ts';
-import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, PlanInput, RouteInput } from './types.ts';
+import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
@@ -60,9 +60,11 @@ function withCanary(app: Application, canary: { canaryVersion: string; image?: s
  */
 export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = withPlan(await readApp(deps, input), input.plan);
+  // The router first: what routes to the canary must say 0% before its pods exist (a Service's selector would
+  // otherwise take them the moment they are ready).
+  await routerFor(app, input.plan.router).prepare(deps, app, input.route);
+  heartbeat('router prepared');
   await deps.kube.apply(renderCanaryDeployment(app) as KubeObject, { fieldManager: FIELD_MANAGER });
-  heartbeat('canary deployment applied');
-  await routerFor(app).prepare(deps, app, input.route);
 }
 
 /**
@@ -75,7 +77,7 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
   const parsed = raw ? parseApplication(raw) : null;
   if (!parsed?.ok) return { health, routed: null, asIntended: true, target: true };
   const app = withVersion(parsed.app, input.version);
-  const seen = await routerFor(app).observe(deps, app, input.route);
+  const seen = await routerFor(app, input.router).observe(deps, app, input.route);
   return { health, ...seen };
 }
 
@@ -112,7 +114,7 @@ export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Pro
     }
   }
   const app = withVersion(await readApp(deps, input), input.version);
-  return routerFor(app).setRoute(deps, app, route);
+  return routerFor(app, input.router).setRoute(deps, app, route);
 }
 
 /** A route in words, for messages. */
@@ -126,11 +128,14 @@ function describeRoute(r: CanaryRoute): string {
  * not re-created; in a namespace being deleted, nothing can be created and everything goes anyway, so there the
  * undo is done.
  */
-export async function removeCanary(deps: ActivityDeps, input: CanaryRef): Promise<void> {
+export async function removeCanary(deps: ActivityDeps, input: RemoveCanaryInput): Promise<void> {
   try {
     const raw = await deps.kube.get(appRef(input));
     const parsed = raw ? parseApplication(raw) : null;
-    if (parsed?.ok && routerOf(parsed.app.spec)) await routerFor(parsed.app).remove(deps, parsed.app);
+    if (parsed?.ok && (input.router ?? rolloutRouterOf(parsed.app.spec))) {
+      const app = input.version ? withVersion(parsed.app, input.version) : parsed.app;
+      await routerFor(app, input.router).remove(deps, app);
+    }
     await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
   } catch (err) {
     if (err instanceof KubeError && err.namespaceTerminating) return;

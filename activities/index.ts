@@ -1,4 +1,4 @@
-import type { CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, MetricsInput, PlanInput, ReconcileInput, RouteInput } from './types.ts';
+import type { RemoveCanaryInput, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, MetricsInput, PlanInput, ReconcileInput, RouteInput } from './types.ts';
 import {
   closeCanaryStatus, finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
 } from './canary.ts';
@@ -19,7 +19,7 @@ export function createActivities(deps: ActivityDeps) {
     observeCanary: (input: RouteInput) => observeCanary(deps, input),
     queryMetrics: (input: MetricsInput) => queryMetrics(deps, input),
     setCanaryRoute: (input: RouteInput) => setCanaryRoute(deps, input),
-    removeCanary: (input: CanaryRef) => removeCanary(deps, input),
+    removeCanary: (input: RemoveCanaryInput) => removeCanary(deps, input),
     promoteStable: (input: PlanInput) => promoteStable(deps, input),
     stableRolledOut: (input: CanaryRef & { image: string }) => stableRolledOut(deps, input),
     restoreStableImage: (input: PlanInput) => restoreStableImage(deps, input),

@@ -1,5 +1,5 @@
 // Inputs and outputs of the activities, shared with the workflows that call them (as types only).
-import type { RolloutPhase } from '../api/constants.ts';
+import type { RolloutPhase, RolloutRouterName } from '../api/constants.ts';
 import type { CanaryRoute, RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 
@@ -57,9 +57,19 @@ export interface PlanInput extends CanaryRef {
   route?: CanaryRoute;
 }
 
-export interface RouteInput extends CanaryRef {
+/** The router a rollout started with (its plan's): today's spec may name another, or no canary at all. */
+export interface RouterRef {
+  router?: RolloutRouterName;
+}
+
+export interface RouteInput extends CanaryRef, RouterRef {
   version: string;
   route: CanaryRoute;
+}
+
+/** removeCanary: the rollout's router and version (absent in rollouts started before they were passed: today's spec's). */
+export interface RemoveCanaryInput extends CanaryRef, RouterRef {
+  version?: string;
 }
 
 export interface CanaryHealth {

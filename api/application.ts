@@ -5,7 +5,9 @@
 // value", "should be less than or equal to") so both read alike in a status condition.
 
 import { z } from 'zod';
-import { API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, type RouterName } from './constants.ts';
+import {
+  API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
+} from './constants.ts';
 import { parseQuantity } from './quantity.ts';
 import {
   DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE, WHITESPACE, bool, digestOk, duration, int, intOrString, issuesMessage, list, oneOf,
@@ -292,9 +294,24 @@ export const canaryImageSchema = str(512)
   .refine((s) => s.length > 0 && !WHITESPACE.test(s), 'canary image must be a non-empty image reference without whitespace')
   .refine(digestOk, 'canary image digest must be sha256: and 64 lowercase hex digits (or sha512: and 128)');
 
+const windowSchema = (field: string) => z.object({
+  duration: duration(`${field}.duration must be a duration of at least 1s such as 30s or 5m (units ms, s, m, h)`, 1000),
+});
+
+/** A blue-green rollout: the new version in full beside the old, all traffic switched at once. */
+const blueGreenSchema = z.object({
+  autoPromotionSeconds: int(0, 604800).optional(),
+  scaleDownDelaySeconds: int(0, 86400).default(30),
+  previewReplicas: int(1, 100).optional(),
+  prePromotionAnalysis: windowSchema('blueGreen.prePromotionAnalysis').optional(),
+  postPromotionAnalysis: windowSchema('blueGreen.postPromotionAnalysis').optional(),
+});
+
 const canarySchema = z
   .object({
     enabled: bool().default(false),
+    strategy: oneOf(STRATEGIES).default('canary'),
+    blueGreen: blueGreenSchema.optional(),
     canaryVersion: canaryVersionSchema.optional(),
     image: canaryImageSchema.optional(),
     weight: weight('weight').default(0),
@@ -310,6 +327,15 @@ const canarySchema = z
     }
     if (c.healthGates.minReadyReplicas > c.replicas) {
       ctx.addIssue({ code: 'custom', path: ['healthGates', 'minReadyReplicas'], message: 'healthGates.minReadyReplicas must not exceed the canary replicas' });
+    }
+    if (c.strategy === 'blueGreen' && c.steps !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['steps'], message: 'a blueGreen rollout takes no steps: its phases are set in blueGreen' });
+    }
+    if (c.strategy !== 'blueGreen' && c.blueGreen !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['blueGreen'], message: 'blueGreen is only for strategy: blueGreen' });
+    }
+    if ((c.blueGreen?.prePromotionAnalysis || c.blueGreen?.postPromotionAnalysis) && !c.analysis) {
+      ctx.addIssue({ code: 'custom', path: ['blueGreen'], message: 'prePromotionAnalysis and postPromotionAnalysis run canary.analysis: set its metrics' });
     }
   });
 
@@ -364,14 +390,20 @@ export const applicationSpecSchema = z
     serviceMesh: serviceMeshSchema.optional(),
   }, { error: typeError('object') })
   .superRefine((spec, ctx) => {
-    if (spec.serviceMesh?.canary?.enabled && !spec.serviceMesh.enabled && spec.traffic?.router !== 'gatewayAPI') {
-      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'enabled'], message: 'a canary needs a router: serviceMesh.enabled (Istio) or traffic.router: gatewayAPI' });
+    const canary = spec.serviceMesh?.canary;
+    if (canary?.enabled && canary.strategy === 'canary' && !spec.serviceMesh?.enabled && spec.traffic?.router === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'enabled'], message: 'a canary needs a router: serviceMesh.enabled (Istio), traffic.router: gatewayAPI, or traffic.router: replicas (no proxy; the share follows replica counts)' });
+    }
+    if (spec.traffic?.router === 'replicas' && canary?.steps?.some((s) => s.setHeaderRoute !== undefined || s.setMirrorRoute !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'steps'], message: 'traffic.router replicas routes by replica counts only: setHeaderRoute and setMirrorRoute need istio or gatewayAPI' });
     }
     if (spec.traffic?.router === 'istio' && !spec.serviceMesh?.enabled) {
       ctx.addIssue({ code: 'custom', path: ['traffic', 'router'], message: 'traffic.router istio needs serviceMesh.enabled' });
     }
-    if (spec.traffic?.router === 'gatewayAPI' && spec.traffic.gatewayAPI?.implementation !== 'traefik' && spec.serviceMesh?.canary?.analysis?.metrics.some((m) => m.template !== undefined)) {
-      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'analysis', 'metrics'], message: 'the built-in templates read Istio\'s or Traefik\'s metrics: through the Gateway API they need traffic.gatewayAPI.implementation traefik (or write a query)' });
+    const router = routerOf(spec);
+    const templated = router === 'istio' || (router === 'gatewayAPI' && spec.traffic?.gatewayAPI?.implementation === 'traefik');
+    if (!templated && spec.serviceMesh?.canary?.analysis?.metrics.some((m) => m.template !== undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['serviceMesh', 'canary', 'analysis', 'metrics'], message: 'the built-in templates read Istio\'s or Traefik\'s metrics: they need Istio, or the Gateway API with traffic.gatewayAPI.implementation traefik (or write a query)' });
     }
     const storage = spec.storage;
     if (storage && spec.configMaps?.some((c) => c.mountPath === storage.mountPath)) {
@@ -455,6 +487,7 @@ export type ApplicationSpec = z.output<typeof applicationSpecSchema>;
 export type ApplicationSpecInput = z.input<typeof applicationSpecSchema>;
 export type ApplicationStatus = z.output<typeof applicationStatusSchema>;
 export type CanarySpec = z.output<typeof canarySchema>;
+export type BlueGreenSpec = z.output<typeof blueGreenSchema>;
 export type TrafficSpec = z.output<typeof trafficSchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
 export type AnalysisSpec = z.output<typeof analysisSchema>;
@@ -474,6 +507,14 @@ export function parseApplication(obj: unknown): ParseResult {
 /** The router a canary's traffic goes through: spec.traffic.router, else Istio when the mesh is on; none otherwise. */
 export function routerOf(spec: Pick<ApplicationSpec, 'traffic' | 'serviceMesh'>): RouterName | undefined {
   return spec.traffic?.router ?? (spec.serviceMesh?.enabled ? 'istio' : undefined);
+}
+
+/**
+ * The router a rollout of this spec moves traffic with: the one the spec names, or for a blue-green rollout without
+ * one, the Service itself (its selector switches); undefined when the spec's rollout cannot run (a canary needs one).
+ */
+export function rolloutRouterOf(spec: Pick<ApplicationSpec, 'traffic' | 'serviceMesh'>): RolloutRouterName | undefined {
+  return routerOf(spec) ?? (spec.serviceMesh?.canary?.strategy === 'blueGreen' ? 'service' : undefined);
 }
 
 /**

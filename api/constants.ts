@@ -29,9 +29,24 @@ export const GATEWAY_API_VERSION = 'gateway.networking.k8s.io/v1';
 /** Traefik's own CRDs: its mirroring service stands in for the Gateway API's RequestMirror, which Traefik lacks. */
 export const TRAEFIK_API_VERSION = 'traefik.io/v1alpha1';
 
-/** The routers a canary's traffic can go through (spec.traffic.router). */
-export const ROUTERS = ['istio', 'gatewayAPI'] as const;
+/**
+ * The routers a canary's traffic can go through (spec.traffic.router). `replicas` is no proxy: the one Service
+ * selects stable and canary pods alike, and the canary's share is approximated by its replica count.
+ */
+export const ROUTERS = ['istio', 'gatewayAPI', 'replicas'] as const;
 export type RouterName = (typeof ROUTERS)[number];
+/**
+ * The routers a rollout may use: those a spec names, and `service`, the one a blue-green rollout without a router
+ * uses (the Service's selector switches from the stable pods to the preview's).
+ */
+export type RolloutRouterName = RouterName | 'service';
+
+/** How a new version is rolled out (spec.serviceMesh.canary.strategy); each has a plan builder and a workflow type. */
+export const STRATEGIES = ['canary', 'blueGreen'] as const;
+export type StrategyName = (typeof STRATEGIES)[number];
+
+/** Suffix of a blue-green rollout's preview Service `<app>-preview`, which selects the new version's pods only. */
+export const PREVIEW_SERVICE_SUFFIX = '-preview';
 
 /** Suffix of the Services a Gateway API route weights: `<app>-stable` (stable pods only) and `<app>-canary`. */
 export const STABLE_SERVICE_SUFFIX = '-stable';

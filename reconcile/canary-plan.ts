@@ -1,8 +1,9 @@
-import { canaryImage, parseDuration, routerOf, type Application } from '../api/application.ts';
-import type { PlanStep, RolloutPlan } from '../workflows/rollout/plan.ts';
+import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application } from '../api/application.ts';
+import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 import { canaryName } from '../api/constants.ts';
 import { routePort } from '../render/gateway.ts';
 import { analysisPlan, type MetricsSource } from './analysis.ts';
+import { strategies } from './strategies/index.ts';
 
 /**
  * Whose metrics the built-in analysis templates read: Istio's sidecars', or, through the Gateway API on Traefik,
@@ -11,7 +12,9 @@ import { analysisPlan, type MetricsSource } from './analysis.ts';
  */
 export function metricsSource(app: Application): MetricsSource {
   const gw = app.spec.traffic?.gatewayAPI;
-  if (routerOf(app.spec) !== 'gatewayAPI') return { kind: 'istio' };
+  const router = routerOf(app.spec);
+  if (router === 'istio') return { kind: 'istio' };
+  if (router !== 'gatewayAPI') return { kind: 'none' };
   if (gw?.implementation !== 'traefik') return { kind: 'none' };
   return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-http-${routePort(app)}@kubernetesgateway` };
 }
@@ -22,29 +25,27 @@ export function rolloutKey(version: string, image: string): string {
 }
 
 /**
- * The rollout the spec asks for, or undefined when the canary is off. Without steps, the seed's semantics: send
- * `weight`% to the canary and wait for promote. With steps, finishing the last step promotes.
+ * The rollout the spec asks for, or undefined when the canary is off (or cannot run: a canary without a router).
+ * Its steps come from the spec's strategy (reconcile/strategies/).
  */
 export function rolloutPlan(app: Application): RolloutPlan | undefined {
   const canary = app.spec.serviceMesh?.canary;
-  if (!routerOf(app.spec) || !canary?.enabled || !canary.canaryVersion) return undefined;
+  const router = rolloutRouterOf(app.spec);
+  if (!router || !canary?.enabled || !canary.canaryVersion) return undefined;
   const image = canaryImage(app.spec);
-  const steps: PlanStep[] = canary.steps?.length
-    ? canary.steps.map((s): PlanStep => {
-      if (s.setWeight !== undefined) return { kind: 'weight', weight: s.setWeight };
-      if (s.setHeaderRoute) return { kind: 'header', match: (s.setHeaderRoute.match ?? []).map((m) => ({ ...m })) };
-      if (s.setMirrorRoute) return { kind: 'mirror', percent: s.setMirrorRoute.percentage };
-      return { kind: 'pause', ms: s.pause?.duration ? parseDuration(s.pause.duration) : null };
-    })
-    : [{ kind: 'weight', weight: canary.weight }, { kind: 'pause', ms: null }];
+  const strategy = strategies[canary.strategy];
+  const steps = strategy.steps(app);
   return {
     key: rolloutKey(canary.canaryVersion, image),
+    // The canary's plans say nothing new, so a canary's plan reads as before this field.
+    ...(canary.strategy === 'canary' ? {} : { strategy: canary.strategy }),
+    router,
     version: canary.canaryVersion,
     image,
     stableImage: app.spec.image,
     steps,
     gates: {
-      minReadyReplicas: canary.healthGates.minReadyReplicas,
+      minReadyReplicas: strategy.minReadyReplicas?.(app) ?? canary.healthGates.minReadyReplicas,
       maxRestarts: canary.healthGates.maxRestarts,
       intervalMs: parseDuration(canary.healthGates.interval),
       failureThreshold: canary.healthGates.failureThreshold,

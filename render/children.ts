@@ -4,14 +4,14 @@
 // RBAC test all derive from it: adding a kind is one row here (plus its renderer and its RBAC rule).
 
 import { canaryName, childName, GATEWAY_API_VERSION, ISTIO_API_VERSION, TRAEFIK_API_VERSION, mirrorServiceName, stableServiceName } from '../api/constants.ts';
-import { routerOf, type Application } from '../api/application.ts';
+import { rolloutRouterOf, routerOf, type Application } from '../api/application.ts';
 import type { CanaryRoute } from '../routing/route.ts';
 import { renderCanaryDeployment, renderDeployment } from './deployment.ts';
 import { renderHTTPRoute, renderMirrorService, renderRouteService } from './gateway.ts';
 import { renderHorizontalPodAutoscaler } from './hpa.ts';
 import { renderDestinationRule, renderVirtualService } from './istio.ts';
 import { renderPersistentVolumeClaim } from './pvc.ts';
-import { renderService } from './service.ts';
+import { previewServiceName, renderPreviewService, renderService } from './service.ts';
 
 /** A rendered child, as sent to server-side apply. */
 export interface ChildObject {
@@ -82,7 +82,10 @@ const canary: Child = {
   of: kinds.deployment, name: canaryName, pruned: true, rolloutOwned: always,
   render: (app, o) => (inRollout(o) ? asObject(renderCanaryDeployment(app)) : null),
 };
-const service: Child = { of: kinds.service, name: childName, pruned: false, rolloutOwned: never, render: (app) => asObject(renderService(app)) };
+// Without a proxy (a blue-green switch, a canary by replicas) the Service's selector is what a rollout moves.
+const selectorRouted = (app: Application) => ['service', 'replicas'].includes(rolloutRouterOf(app.spec) ?? '');
+const service: Child = { of: kinds.service, name: childName, pruned: false, rolloutOwned: selectorRouted, render: (app) => asObject(renderService(app)) };
+const previewService: Child = { of: kinds.service, name: previewServiceName, pruned: true, rolloutOwned: never, render: (app) => nullable(renderPreviewService(app)) };
 const hpa: Child = { of: kinds.hpa, name: childName, pruned: true, rolloutOwned: never, render: (app) => nullable(renderHorizontalPodAutoscaler(app)) };
 // Istio: the mesh's routing objects; the canary's subset and weights only when Istio is the app's router.
 const destinationRule: Child = {
@@ -117,10 +120,10 @@ const httpRoute: Child = {
  * route weights before the HTTPRoute. The PVC is never pruned: storage cannot be removed from a spec, and its data
  * goes only with the Application itself.
  */
-export const children: readonly Child[] = [pvc, stable, canary, service, stableService, canaryService, hpa, destinationRule, virtualService, traefikMirror, httpRoute];
+export const children: readonly Child[] = [pvc, stable, canary, service, previewService, stableService, canaryService, hpa, destinationRule, virtualService, traefikMirror, httpRoute];
 
 /** Deletion order on finalize: routes first (no traffic to what is going away), storage last. */
-export const finalizeOrder: readonly Child[] = [httpRoute, traefikMirror, virtualService, destinationRule, hpa, canaryService, canary, stable, stableService, service, pvc];
+export const finalizeOrder: readonly Child[] = [httpRoute, traefikMirror, virtualService, destinationRule, hpa, canaryService, canary, stable, stableService, previewService, service, pvc];
 
 function nullable<T>(o: T | null): ChildObject | null {
   return o === null ? null : asObject(o);

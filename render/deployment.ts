@@ -110,7 +110,7 @@ export function renderDeployment(app: Application): V1Deployment {
 }
 
 /** The canary Deployment `<app>-canary`: canary image and replicas, pods labelled version=<canaryVersion>; throws when the spec has no canary. */
-export function renderCanaryDeployment(app: Application): V1Deployment {
+export function renderCanaryDeployment(app: Application, opts: { replicas?: number } = {}): V1Deployment {
   const canary = app.spec.serviceMesh?.canary;
   if (canary?.canaryVersion === undefined) throw new Error(`Application ${app.metadata.name} has no canary version to deploy`);
   return {
@@ -118,9 +118,16 @@ export function renderCanaryDeployment(app: Application): V1Deployment {
     kind: 'Deployment',
     metadata: childMetadata(app, canaryName(app)),
     spec: {
-      replicas: canary.replicas,
+      replicas: opts.replicas ?? canaryReplicas(app),
       selector: selector(app, canary.canaryVersion),
       template: podTemplate(app, canary.canaryVersion, canaryImage(app.spec)),
     },
   };
+}
+
+/** The pods the new version starts with: a canary's `replicas`, or a blue-green preview's (a full copy by default). */
+export function canaryReplicas(app: Application): number {
+  const canary = app.spec.serviceMesh?.canary;
+  if (canary?.strategy === 'blueGreen') return canary.blueGreen?.previewReplicas ?? app.spec.replicas;
+  return canary?.replicas ?? 1;
 }

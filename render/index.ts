@@ -2,7 +2,7 @@
 // children must not exist, so the reconciler can apply and prune in one pass. The table of children is in
 // children.ts.
 
-import { routerOf, type Application } from '../api/application.ts';
+import { rolloutRouterOf, type Application } from '../api/application.ts';
 import { children, childRef, type Child, type ChildObject, type ChildRef, type RenderOptions } from './children.ts';
 import { namespaceOf } from './meta.ts';
 
@@ -30,7 +30,7 @@ export interface DesiredChildren {
  * adds the canary Deployment, the canary subset and the weighted route.
  */
 export function renderChildren(app: Application, options: RenderOptions = { canary: null }): DesiredChildren {
-  if (options.canary !== null && routerOf(app.spec) === undefined) {
+  if (options.canary !== null && rolloutRouterOf(app.spec) === undefined) {
     throw new Error(`Application ${app.metadata.name} cannot route a canary: it has no router (serviceMesh.enabled or traffic.router)`);
   }
   const namespace = namespaceOf(app);

@@ -30,14 +30,16 @@ export interface RouteWeights {
   headerRoute: boolean;
   /** Percentage of requests mirrored to the canary. */
   mirror: number;
+  /** How the split is made, where that is worth saying (a canary by replicas: approximately, by pods). */
+  note?: string;
 }
 
-/** One step of a plan, as far as routing is concerned. */
+/** One step of a plan, as far as routing is concerned: the steps of other kinds route nothing. */
 export type RouteStep =
   | { kind: 'weight'; weight: number }
-  | { kind: 'pause'; ms: number | null }
   | { kind: 'header'; match: HeaderMatch[] }
-  | { kind: 'mirror'; percent: number };
+  | { kind: 'mirror'; percent: number }
+  | { kind: 'pause' | 'analysis' | 'wait' | 'check' };
 
 /** No request to the canary: the route before the first step and after a rollback. */
 export const noCanaryRoute: CanaryRoute = { weight: 0 };
@@ -64,7 +66,7 @@ export function routable(route: CanaryRoute, readyReplicas: number): CanaryRoute
 
 /** The route a step asks for: the current target with the step's change (an empty header match or 0% mirror removes it). */
 export function withStep(target: CanaryRoute, step: RouteStep): CanaryRoute {
-  if (step.kind === 'pause') return target;
+  if (step.kind !== 'weight' && step.kind !== 'header' && step.kind !== 'mirror') return target;
   const { headers, mirror, ...rest } = target;
   const next: CanaryRoute = { ...rest, ...(headers?.length ? { headers } : {}), ...(mirror ? { mirror } : {}) };
   if (step.kind === 'weight') return { ...next, weight: step.weight };

@@ -4,7 +4,7 @@
 // not add up, one listing) and one query of closed rollouts per sweep, whatever the number of Applications.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { RolloutPhase } from '../api/constants.ts';
-import { applicationWorkflowId, applicationWorkflowType, releaseWorkflowType, rolloutEndedSignal, rolloutWorkflowType, type RolloutEnded } from '../workflows/contract.ts';
+import { applicationWorkflowId, applicationWorkflowType, releaseWorkflowType, rolloutEndedSignal, rolloutWorkflowTypes, type RolloutEnded } from '../workflows/contract.ts';
 
 /** A visibility query's string literal. */
 function literal(s: string): string {
@@ -18,7 +18,7 @@ export function runningQuery(taskQueue: string, workflowType: string): string {
 
 /** Rollout runs on the task queue that closed without finishing (terminated, timed out, failed) since `since`. */
 export function endedRolloutsQuery(taskQueue: string, since: Date): string {
-  return `TaskQueue = ${literal(taskQueue)} AND WorkflowType = ${literal(rolloutWorkflowType)} AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > ${literal(since.toISOString())}`;
+  return `TaskQueue = ${literal(taskQueue)} AND WorkflowType IN (${Object.values(rolloutWorkflowTypes).map(literal).join(', ')}) AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > ${literal(since.toISOString())}`;
 }
 
 /** The workflow ids `expected` names that are not among `running`. */

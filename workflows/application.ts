@@ -12,7 +12,8 @@ import {
   type RecoveredRollout, type RolloutEnded,
 } from './contract.ts';
 import type { RolloutPlan } from './rollout/plan.ts';
-import { canaryRolloutWorkflow } from './rollout/workflow.ts';
+import type { canaryRolloutWorkflow } from './rollout/workflow.ts';
+import { rolloutWorkflows } from './strategies.ts';
 import { appPhaseKey } from './search-attributes.ts';
 import { duration, run, waitFor } from './summary.ts';
 
@@ -374,13 +375,13 @@ class ApplicationEntity {
     const { namespace, name } = this.state;
     let child: ChildWorkflowHandle<typeof canaryRolloutWorkflow>;
     try {
-      child = await startChild(canaryRolloutWorkflow, {
+      child = await startChild(rolloutWorkflows[plan.strategy ?? 'canary'], {
         workflowId: rolloutWorkflowId(namespace, name),
         args: [{ namespace, name, plan, maxHistoryEvents: this.opts.maxHistoryEvents, ...(recovered ? { recovered } : {}) }],
         // The rollout outlives this run (continue-as-new) and a terminated Application workflow; a deleted
         // Application aborts it explicitly and waits for its compensation.
         parentClosePolicy: this.outlive ? ParentClosePolicy.ABANDON : ParentClosePolicy.REQUEST_CANCEL,
-        staticSummary: `Canary ${plan.version} of ${namespace}/${name}`,
+        staticSummary: `${plan.strategy === 'blueGreen' ? 'Blue-green rollout' : 'Canary'} ${plan.version} of ${namespace}/${name}`,
         staticDetails: `image ${plan.image}; ${plan.steps.length} steps; promote, abort, pause, resume as updates or signals`,
       });
     } catch (err) {

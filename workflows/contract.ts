@@ -2,7 +2,7 @@
 // ids and types, inputs and results, signals, updates and queries. Activity inputs and outputs are in
 // activities/types.ts; the rollout's plan is in rollout/plan.ts.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
-import type { RolloutPhase } from '../api/constants.ts';
+import type { RolloutPhase, StrategyName } from '../api/constants.ts';
 import type { AnalysisVerdict, RecoveredRollout } from '../activities/types.ts';
 import type { CanaryRoute } from '../routing/route.ts';
 import type { MetricTally } from './rollout/analysis.ts';
@@ -103,8 +103,10 @@ export const stateQuery = defineQuery<ApplicationState>('state');
 
 // ---- the canary rollout workflow ----
 
-/** The rollout workflow's type name. */
-export const rolloutWorkflowType = 'canaryRolloutWorkflow';
+/** The rollout workflow's type name of each strategy (workflows/strategies.ts maps them to the functions). */
+export const rolloutWorkflowTypes = { canary: 'canaryRolloutWorkflow', blueGreen: 'blueGreenRolloutWorkflow' } as const satisfies Record<StrategyName, string>;
+/** The canary's, the first strategy's. */
+export const rolloutWorkflowType = rolloutWorkflowTypes.canary;
 
 /** The workflow id of an Application's rollout (one run per rollout). */
 export function rolloutWorkflowId(namespace: string, name: string): string {
@@ -141,6 +143,8 @@ export type UndoKind = 'removeCanary' | 'restoreStableImage';
 export interface RolloutCarry {
   state: RolloutState;
   position: RolloutPosition;
+  /** When the timed step under way (an analysis window, a switch-back window) ends. */
+  stepEndsAt?: number;
   /** What the steps ask to route to the canary, and what is routed now. */
   target: CanaryRoute;
   route: CanaryRoute;

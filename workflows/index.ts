@@ -1,4 +1,4 @@
 // The workflows a worker registers.
 export { applicationWorkflow } from './application.ts';
-export { canaryRolloutWorkflow } from './rollout/workflow.ts';
+export { blueGreenRolloutWorkflow, canaryRolloutWorkflow } from './rollout/workflow.ts';
 export { releaseWorkflow } from './release/workflow.ts';

@@ -1,14 +1,16 @@
 // The traffic-router seam: what a rollout needs of whatever carries its canary's requests (Istio, the Gateway API,
 // the next one), in four calls. The rollout's activities (activities/canary.ts) pick the router the Application's
 // spec names and call these; the workflows never learn which one it is. A new router is one file beside these,
-// its renderer in render/, its rows in render/children.ts, and one line in the table below.
+// its renderer in render/, its rows in render/children.ts, and one line in the table below. Two need no proxy
+// (selector.ts): `service`, a blue-green switch of the Service's selector, and `replicas`, a canary by pod counts.
 import { ApplicationFailure } from '@temporalio/activity';
-import { routerOf, type Application } from '../../api/application.ts';
-import { FailureType, type RouterName } from '../../api/constants.ts';
+import { rolloutRouterOf, type Application } from '../../api/application.ts';
+import { FailureType, type RolloutRouterName } from '../../api/constants.ts';
 import type { CanaryRoute, RouteWeights } from '../../routing/route.ts';
 import type { ActivityDeps } from '../deps.ts';
 import { gatewayAPIRouter } from './gateway-api.ts';
 import { istioRouter } from './istio.ts';
+import { replicasRouter, serviceRouter } from './selector.ts';
 
 /** What a router's objects route now, as a gate check sees it. */
 export interface RouteObservation {
@@ -32,14 +34,16 @@ export interface TrafficRouter {
   remove(deps: ActivityDeps, app: Application): Promise<void>;
 }
 
-export const routers: Record<RouterName, TrafficRouter> = {
+export const routers: Record<RolloutRouterName, TrafficRouter> = {
   istio: istioRouter,
   gatewayAPI: gatewayAPIRouter,
+  replicas: replicasRouter,
+  service: serviceRouter,
 };
 
-/** The router the Application's spec names; a spec with none cannot run a canary (the API server refuses it too). */
-export function routerFor(app: Application): TrafficRouter {
-  const name = routerOf(app.spec);
+/** The router a rollout chose (its plan's), else the one the Application's spec names; a spec with none cannot run a canary (the API server refuses it too). */
+export function routerFor(app: Application, chosen?: RolloutRouterName): TrafficRouter {
+  const name = chosen ?? rolloutRouterOf(app.spec);
   if (!name) throw ApplicationFailure.nonRetryable(`Application ${app.metadata.namespace ?? ''}/${app.metadata.name} has no router for a canary (serviceMesh.enabled or traffic.router)`, FailureType.InvalidSpec);
   return routers[name];
 }

@@ -69,7 +69,7 @@ describe('the stack command against real servers', () => {
     const seen = { out: '' };
     const upping = stackCli(info, ['up', '--headless'], 180_000, seen);
     // Up checks the servers in turn (a loaded machine makes that slow): thaw Prometheus once up says it waits for it.
-    await eventually('up waits for the frozen Prometheus', async () => (seen.out.includes(`prometheus (pid ${pid}) runs but is not healthy`) ? true : undefined), { timeoutMs: 120_000 });
+    await eventually('up waits for the frozen Prometheus', () => Promise.resolve(seen.out.includes(`prometheus (pid ${pid}) runs but is not healthy`) ? true : undefined), { timeoutMs: 120_000 });
     await sleep(500);
     assert.ok(isOurs(pid, info.servers.prometheus.command), 'still there while up waits');
     process.kill(pid, 'SIGCONT');

@@ -51,6 +51,7 @@ describe('defaults', () => {
         canaryVersion: 'v2',
         weight: 0,
         replicas: 1,
+        strategy: 'canary',
         healthGates: { minReadyReplicas: 1, maxRestarts: 3, interval: '10s', failureThreshold: 3, initialDelay: '60s' },
         progressDeadline: '30m',
       },

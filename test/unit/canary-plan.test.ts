@@ -29,6 +29,7 @@ describe('rolloutPlan', () => {
       version: 'v2',
       image: 'nginx:v2',
       stableImage: 'nginx:1.25',
+      router: 'istio',
       steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }],
       gates: defaultGates,
       progressDeadlineMs: 30 * 60_000,

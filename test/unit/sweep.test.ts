@@ -11,7 +11,7 @@ describe('the sweep of Temporal\'s workflows', () => {
   });
   test('rollouts closed without finishing since a time', () => {
     assert.equal(endedRolloutsQuery('q', new Date('2026-12-01T10:00:00Z')),
-      "TaskQueue = 'q' AND WorkflowType = 'canaryRolloutWorkflow' AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > '2026-12-01T10:00:00.000Z'");
+      "TaskQueue = 'q' AND WorkflowType IN ('canaryRolloutWorkflow', 'blueGreenRolloutWorkflow') AND ExecutionStatus IN ('Terminated', 'TimedOut', 'Failed') AND CloseTime > '2026-12-01T10:00:00.000Z'");
   });
   test('missing: what is expected and not running', () => {
     assert.deepEqual(missing(['a', 'b', 'c'], new Set(['b', 'z'])), ['a', 'c']);

@@ -1,16 +1,24 @@
 // What a rollout runs: fixed when it starts (a later spec change starts a new rollout instead), built from the
 // Application by reconcile/canary-plan.ts.
+import type { RolloutRouterName, StrategyName } from '../../api/constants.ts';
 import type { HeaderMatch } from '../../routing/route.ts';
 
 /**
  * One step: set the canary's traffic weight; pause (ms; null until promoted: an approval); route requests matching
- * headers or a cookie to the canary (an empty match removes the route); or mirror a percentage of requests to it.
+ * headers or a cookie to the canary (an empty match removes the route); mirror a percentage of requests to it;
+ * judge it by the analysis for a while, whatever reaches it (a blue-green preview gets no user requests); or wait,
+ * not paused, for a reason (a blue-green switch-back window).
+ *
+ * A pause with `approval` is passed by a promote and the rollout goes on (a blue-green switch); without it, a
+ * promote ends the steps and promotes at once (a canary's).
  */
 export type PlanStep =
-  | { kind: 'weight'; weight: number }
-  | { kind: 'pause'; ms: number | null }
+  | { kind: 'weight'; weight: number; label?: string }
+  | { kind: 'pause'; ms: number | null; approval?: string }
   | { kind: 'header'; match: HeaderMatch[] }
-  | { kind: 'mirror'; percent: number };
+  | { kind: 'mirror'; percent: number }
+  | { kind: 'analysis'; ms: number; label: string }
+  | { kind: 'wait'; ms: number; label: string };
 
 /** One metric that judges the canary, its query already written out for this Application (as it is sent). */
 export interface AnalysisMetric {
@@ -43,6 +51,10 @@ export interface HealthGates {
 export interface RolloutPlan {
   /** Identity of the canary (`<version>|<image>`): a finished rollout of the same key is never restarted by itself. */
   key: string;
+  /** The strategy that built the plan; it names the rollout's workflow type (workflows/strategies.ts). Absent: canary. */
+  strategy?: StrategyName;
+  /** The router the rollout moves traffic with, fixed at its start. Absent (older plans): the spec's. */
+  router?: RolloutRouterName;
   version: string;
   image: string;
   /** The stable image when the rollout started, to restore if a promote fails half-way. */
@@ -57,11 +69,17 @@ export interface RolloutPlan {
 export function describeStep(step: PlanStep | undefined, index: number, total: number): string {
   if (!step) return `all ${total} steps done`;
   const at = `step ${index + 1}/${total}`;
-  if (step.kind === 'weight') return `${at}: set canary weight to ${step.weight}%`;
+  if (step.kind === 'weight') return step.label ? `${at}: ${step.label}` : `${at}: set canary weight to ${step.weight}%`;
+  if (step.kind === 'analysis' || step.kind === 'wait') return `${at}: ${step.label} for ${formatMs(step.ms)}`;
   if (step.kind === 'header') return step.match.length ? `${at}: route requests matching ${describeMatch(step.match)} to the canary` : `${at}: remove the header route`;
   if (step.kind === 'mirror') return step.percent ? `${at}: mirror ${step.percent}% of requests to the canary` : `${at}: stop mirroring`;
+  if (step.approval) return step.ms === null ? `${at}: ${step.approval}: waiting for a promote` : `${at}: ${step.approval} in ${formatMs(step.ms)} (or at a promote)`;
   if (step.ms === null) return `${at}: pause until promoted`;
-  return `${at}: pause for ${step.ms < 1000 ? `${step.ms} ms` : `${Math.round(step.ms / 1000)} s`}`;
+  return `${at}: pause for ${formatMs(step.ms)}`;
+}
+
+function formatMs(ms: number): string {
+  return ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`;
 }
 
 /** The conditions of a header route in words. */

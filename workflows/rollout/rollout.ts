@@ -242,7 +242,7 @@ export class Rollout {
         Reason.RolloutRecovered, 'Warning');
       if (at.at !== 'steps') return;
     } else if (at.at === 'start') {
-      await this.publish(RolloutPhase.Progressing, `creating canary ${this.plan.version} (${this.plan.image})`, Reason.CanaryStarted);
+      await this.publish(RolloutPhase.Progressing, `creating ${this.plan.strategy === 'blueGreen' ? `the preview of ${this.plan.version} (${this.plan.image}, reachable through the Service ${this.ref.name}-preview)` : `canary ${this.plan.version} (${this.plan.image})`}`, Reason.CanaryStarted);
     } else {
       return;
     }
@@ -275,7 +275,14 @@ export class Rollout {
       await this.watch({ pause: true, ...(until !== undefined ? { until } : {}), done: () => this.promoteRequested });
       this.state.pauseEndsAt = undefined;
       this.m.position = { at: 'steps', step: index, done: true };
-      if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
+      // An approval is passed by the promote (which it uses up); the steps after it go on.
+      const approvedBy = step.approval && this.m.promoteRequest ? ` by ${this.m.promoteRequest.by ?? 'request'}` : '';
+      if (step.approval) this.m.promoteRequest = undefined;
+      if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: ${approvedBy ? `promoted${approvedBy}` : 'done'}`, Reason.CanaryResumed);
+      return;
+    }
+    if (step.kind === 'analysis' || step.kind === 'wait') {
+      await this.timedStep(index, step, text);
       return;
     }
     const next = withStep(this.m.target, step);
@@ -291,6 +298,29 @@ export class Rollout {
     if (!sameRoute(this.m.route, next)) await this.routeTo(next);
     this.m.position = { at: 'steps', step: index, done: true };
     await this.publish(RolloutPhase.Progressing, text, Reason.CanaryStepCompleted);
+  }
+
+  /**
+   * A step that takes a while without moving traffic: an analysis window (the analysis runs at every interval,
+   * whatever reaches the new version, and the step ends once the window is over and an analysis passed), or a wait
+   * (a blue-green switch-back window; the analysis runs as it does anywhere traffic reaches the new version). A
+   * promote ends either at once; an abort or a failed analysis unwinds as anywhere else.
+   */
+  private async timedStep(index: number, step: Extract<PlanStep, { kind: 'analysis' | 'wait' }>, text: string): Promise<void> {
+    const judge = step.kind === 'analysis' && this.plan.analysis !== undefined;
+    // Carried across runs so that a window taken up again keeps its end.
+    const until = this.m.stepEndsAt ?? Date.now() + step.ms;
+    this.m.stepEndsAt = until;
+    if (judge && this.state.analysis) this.state.analysis.passed = false;
+    await this.publish(RolloutPhase.Progressing, `${text} (until ${new Date(until).toISOString()})`);
+    await this.watch({ until, judge, done: () => this.promoteRequested });
+    if (judge && !this.promoteRequested && this.state.analysis?.passed !== true) {
+      await this.publish(RolloutPhase.Progressing, `${text}: window over, waiting for a passing analysis`);
+      await this.watch({ judge, done: () => this.promoteRequested || this.state.analysis?.passed === true });
+    }
+    this.m.stepEndsAt = undefined;
+    this.m.position = { at: 'steps', step: index, done: true };
+    if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryStepCompleted);
   }
 
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
@@ -356,7 +386,7 @@ export class Rollout {
     }
     this.awaitingStable = false;
     await this.routeTo(noCanaryRoute);
-    await this.call('remove the canary', acts.removeCanary, this.ref);
+    await this.call('remove the canary', acts.removeCanary, this.removeInput());
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
     this.undos.clear();
     this.state.reason = Reason.CanaryPromoted;
@@ -423,10 +453,19 @@ export class Rollout {
   private undo(kind: UndoKind): { what: string; run: () => Promise<unknown> } {
     if (kind === 'removeCanary') {
       const what = 'remove the canary: all traffic to stable, subset and Deployment removed';
-      return { what, run: () => run(acts.removeCanary, what, this.ref) };
+      return { what, run: () => run(acts.removeCanary, what, this.removeInput()) };
     }
     const what = `restore the stable image ${this.plan.stableImage}`;
     return { what, run: () => run(acts.restoreStableImage, what, { ...this.ref, plan: this.plan }) };
+  }
+
+  private removeInput() {
+    return { ...this.ref, version: this.plan.version, ...(this.plan.router ? { router: this.plan.router } : {}) };
+  }
+
+  /** The router the rollout started with, for the activities that route (older plans have none: the spec's). */
+  private get router() {
+    return this.plan.router ? { router: this.plan.router } : {};
   }
 
   /** One activity call whose history event reads `summary`, retried through persist() while it fails. */
@@ -436,7 +475,7 @@ export class Rollout {
 
   /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
   private async routeTo(r: CanaryRoute): Promise<void> {
-    await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, version: this.plan.version, route: r });
+    await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, ...this.router, version: this.plan.version, route: r });
     this.m.route = r;
     this.state.weight = r.weight;
     this.state.routing = describeExtras(r);
@@ -455,7 +494,7 @@ export class Rollout {
   private async checkGate(): Promise<void> {
     this.m.lastGateAt = Date.now();
     this.recheck = false;
-    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.ref, version: this.plan.version, route: this.m.route });
+    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.ref, ...this.router, version: this.plan.version, route: this.m.route });
     const g = gateStep({
       seen, gates: this.plan.gates, now: this.m.lastGateAt, createdAt: this.m.createdAt, readySince: this.state.readySince, lastCountedAt: this.m.lastCountedAt,
       consecutiveFailures: this.state.consecutiveFailures, route: this.m.route, target: this.m.target,
@@ -514,7 +553,7 @@ export class Rollout {
    * every analysis interval (in the same wake when both are near), and waking on any control request; throws Unwind
    * when the rollout must stop. Time in a pause does not count against the progress deadline.
    */
-  private async watch(opts: { until?: number; pause?: boolean; done?: () => boolean }): Promise<void> {
+  private async watch(opts: { until?: number; pause?: boolean; judge?: boolean; done?: () => boolean }): Promise<void> {
     const gateEvery = this.plan.gates.intervalMs;
     const analysisEvery = this.plan.analysis?.intervalMs ?? Infinity;
     // A check due this soon after another is made in the same wake: one timer and one workflow task for both.
@@ -524,8 +563,9 @@ export class Rollout {
       this.throwIfInterrupted(pausing);
       if (opts.done?.() || (opts.until !== undefined && Date.now() >= opts.until)) return;
       const started = Date.now();
-      // Analysis runs while requests reach the canary; with none, there is nothing to judge.
-      const analysisAt = reachesCanary(this.m.route) ? this.m.lastAnalysisAt + analysisEvery : Infinity;
+      // Analysis runs while requests reach the canary (with none, there is nothing to judge), or where a step asks.
+      const judging = opts.judge === true || reachesCanary(this.m.route);
+      const analysisAt = judging ? this.m.lastAnalysisAt + analysisEvery : Infinity;
       const gateAt = this.m.lastGateAt + gateEvery;
       const wakes: [string, number][] = [
         ['gate check', gateAt], ['analysis', analysisAt],
@@ -541,7 +581,7 @@ export class Rollout {
       }
       const now = Date.now();
       if (this.recheck || now + soon >= gateAt) await this.checkGate();
-      if (reachesCanary(this.m.route) && now + soon >= this.m.lastAnalysisAt + analysisEvery) await this.analyse();
+      if (judging && now + soon >= this.m.lastAnalysisAt + analysisEvery) await this.analyse();
       // All of a paused iteration, checks included, is pause time.
       if (pausing) {
         this.m.deadline += Date.now() - started;

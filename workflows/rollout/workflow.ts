@@ -11,6 +11,19 @@ import { Rollout } from './rollout.ts';
  * a run takes the story up at the position the last one carried. docs/architecture.md tells the whole path.
  */
 export async function canaryRolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
+  return rolloutWorkflow(input);
+}
+
+/**
+ * A blue-green rollout: the same engine on the steps reconcile/strategies/blue-green.ts writes (the preview judged,
+ * an approval, the switch, a switch-back window), under its own type name so that the UI and searches tell them apart.
+ */
+export async function blueGreenRolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
+  return rolloutWorkflow(input);
+}
+
+/** Any strategy's rollout: the workflow functions above are its names. */
+async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
   const rollout = new Rollout(input);
   wireControls(rollout, controlUpdates);
   setHandler(recheckSignal, ({ object }) => rollout.recheckNow(object));

@@ -1,0 +1,18 @@
+// The canary strategy: a second Deployment takes a growing share of the traffic through the router, step by step.
+import { parseDuration, type Application } from '../../api/application.ts';
+import type { PlanStep } from '../../workflows/rollout/plan.ts';
+
+/**
+ * The spec's steps. Without steps, the seed's semantics: send `weight`% to the canary and wait for promote. With
+ * steps, finishing the last step promotes.
+ */
+export function canarySteps(app: Application): PlanStep[] {
+  const canary = app.spec.serviceMesh!.canary!;
+  if (!canary.steps?.length) return [{ kind: 'weight', weight: canary.weight }, { kind: 'pause', ms: null }];
+  return canary.steps.map((s): PlanStep => {
+    if (s.setWeight !== undefined) return { kind: 'weight', weight: s.setWeight };
+    if (s.setHeaderRoute) return { kind: 'header', match: (s.setHeaderRoute.match ?? []).map((m) => ({ ...m })) };
+    if (s.setMirrorRoute) return { kind: 'mirror', percent: s.setMirrorRoute.percentage };
+    return { kind: 'pause', ms: s.pause?.duration ? parseDuration(s.pause.duration) : null };
+  });
+}
