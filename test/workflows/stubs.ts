@@ -19,7 +19,7 @@ import type { AppObservation } from '../../activities/release.ts';
 import type { ReleasePlan } from '../../workflows/release/plan.ts';
 import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
-import { controlUpdates, rolloutWorkflowType, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
+import { controlUpdates, rolloutWorkflowTypes, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
@@ -290,10 +290,10 @@ export class WorkflowTier {
     return { namespace, recorder };
   }
 
-    /** Starts a canary rollout workflow on its own (no Application workflow), in a fresh scenario. */
+  /** Starts a rollout workflow (the plan's strategy's type) on its own (no Application workflow), in a fresh scenario. */
   async startRollout(p: RolloutPlan, script: Script = {}, extra: Partial<RolloutInput> = {}): Promise<RolloutRun> {
     const { namespace, recorder } = this.scenario(script);
-    const handle = await this.client.workflow.start<typeof canaryRolloutWorkflow>(rolloutWorkflowType, {
+    const handle = await this.client.workflow.start<typeof canaryRolloutWorkflow>(rolloutWorkflowTypes[p.strategy ?? 'canary'], {
       taskQueue: this.taskQueue, workflowId: `application/${namespace}/app/canary`, args: [{ namespace, name: 'app', plan: p, ...extra }],
     });
     return { handle, r: recorder, result: () => handle.result() };

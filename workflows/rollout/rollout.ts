@@ -276,9 +276,13 @@ export class Rollout {
       this.state.pauseEndsAt = undefined;
       this.m.position = { at: 'steps', step: index, done: true };
       // An approval is passed by the promote (which it uses up); the steps after it go on.
-      const approvedBy = step.approval && this.m.promoteRequest ? ` by ${this.m.promoteRequest.by ?? 'request'}` : '';
-      if (step.approval) this.m.promoteRequest = undefined;
-      if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: ${approvedBy ? `promoted${approvedBy}` : 'done'}`, Reason.CanaryResumed);
+      if (step.approval) {
+        const by = this.m.promoteRequest ? `promoted by ${this.m.promoteRequest.by ?? 'request'}` : 'its time came (autoPromotionSeconds)';
+        this.m.promoteRequest = undefined;
+        await this.publish(RolloutPhase.Progressing, `step ${index + 1}/${this.plan.steps.length}: ${step.approval}: ${by}`, Reason.CanaryResumed);
+        return;
+      }
+      if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
       return;
     }
     if (step.kind === 'analysis' || step.kind === 'wait') {

@@ -54,7 +54,13 @@ async function story(rollout: Rollout, input: RolloutInput): Promise<RolloutResu
     const first = from.at === 'steps' ? from.step : 0;
     const steps = input.plan.steps;
     for (let index = first; index < steps.length; index++) {
-      if (rollout.promoteRequested) break;
+      if (rollout.promoteRequested) {
+        // A promote passes the next approval (a blue-green switch), skipping what comes before it; with none ahead
+        // it ends the steps and promotes (a canary's).
+        const approval = steps.findIndex((s, i) => i >= index && s.kind === 'pause' && s.approval !== undefined);
+        if (approval < 0) break;
+        index = approval;
+      }
       if (!(from.at === 'steps' && index === from.step && from.done)) await rollout.runStep(index, steps[index]!);
       await rollout.holdWhilePaused(index + 1);
     }
