@@ -1,6 +1,6 @@
-#!/usr/bin/env node
 // The operator's command line: `run` starts the watcher and/or a worker; promote, abort, pause, resume and status
-// talk to an Application's workflows through Temporal (also as the kubectl plugin `kubectl app ...`).
+// talk to an Application's workflows through Temporal. The launcher bin/application-operator (also `kubectl app`)
+// picks the Node that runs it.
 import { Command, Option } from 'commander';
 import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
 import { runOperatorProcess } from '../operator/main.ts';
