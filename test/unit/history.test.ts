@@ -41,7 +41,7 @@ class RunBuilder {
       eventId, eventType, eventTime: { seconds: this.seconds++, nanos: 0 },
       ...(userSummary ? { userMetadata: { summary: defaultPayloadConverter.toPayload(userSummary) } } : {}),
       ...attributes,
-    } as HistoryEvent);
+    } as unknown as HistoryEvent);
     return eventId;
   }
 
@@ -64,7 +64,7 @@ class RunBuilder {
 
   status(phase: RolloutCarry['state']['phase'], message: string, extra: Partial<CanaryStatusInput['status']> = {}, event?: CanaryStatusInput['event']): this {
     const input: CanaryStatusInput = {
-      namespace: 'default', name: 'shop', status: { phase, step: 0, totalSteps: 2, weight: 0, message, version: 'v2', image: 'app:v2', ...extra },
+      namespace: 'default', name: 'shop', status: { phase, step: 0, totalSteps: 2, weight: 0, message, version: 'v2', image: 'app:v2', startedAt: '2026-12-01T10:00:00Z', ...extra },
       ...(event ? { event } : {}),
     };
     return this.activity('writeCanaryStatus', input);
