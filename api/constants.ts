@@ -5,7 +5,6 @@ export const GROUP = 'myapp.example.com';
 export const VERSION = 'v1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 export const KIND = 'Application';
-export const LIST_KIND = 'ApplicationList';
 export const PLURAL = 'applications';
 export const SINGULAR = 'application';
 export const SHORT_NAME = 'app';
