@@ -198,6 +198,8 @@ export const FailureType = {
   Superseded: 'Superseded',
   /** The Application was deleted. */
   ApplicationGone: 'ApplicationGone',
+  /** An Application the Release started a canary on is no longer claimed by it (another Release, or a person, took it). */
+  ReleaseConflict: 'ReleaseConflict',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
