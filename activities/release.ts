@@ -3,18 +3,23 @@
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { canaryImage, parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FINALIZER, KIND, RELEASE_ANNOTATION, isTerminal } from '../api/constants.ts';
+import { API_VERSION, FailureType, FINALIZER, KIND, Phase, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
 import { releasePlan } from '../reconcile/release-plan.ts';
-import type { ReleasePlan } from '../workflows/release/plan.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
+import type {
+  AppObservation, ClaimInput, ClaimResult, FinalizeReleaseInput, ObserveApplicationsInput, ReadReleaseResult, ReleaseClaimsInput, ReleaseRef,
+  ReleaseStatusInput, RevertApplicationInput, StartCanaryInput, StopCanaryInput,
+} from './types.ts';
 
 export { RELEASE_ANNOTATION } from '../api/constants.ts';
+// Where the workflows and tests found them before they moved to types.ts with every other activity's.
+export type { AppObservation, ClaimInput, ClaimResult, ReadReleaseResult, ReleaseStatusInput, StartCanaryInput } from './types.ts';
 
 const releaseRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: API_VERSION, kind: RELEASE_KIND, namespace, name });
 const appRef = (namespace: string, name: string): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace, name });
@@ -24,14 +29,8 @@ type RawObject = KubeObject & {
   status?: { phase?: string; observedGeneration?: number; canary?: { phase?: string; version?: string; image?: string; message?: string; reason?: string } };
 };
 
-export type ReadReleaseResult =
-  | { outcome: 'gone' }
-  | { outcome: 'deleting'; uid: string }
-  | { outcome: 'invalid'; uid: string; generation: number; message: string }
-  | { outcome: 'ready'; uid: string; generation: number; plan: ReleasePlan; finishedPhase?: string };
-
 /** Reads the Release, adds our finalizer, and plans its current generation (or says why it cannot). */
-export async function readRelease(deps: ActivityDeps, input: { namespace: string; name: string }): Promise<ReadReleaseResult> {
+export async function readRelease(deps: ActivityDeps, input: ReleaseRef): Promise<ReadReleaseResult> {
   const ref = releaseRef(input.namespace, input.name);
   const raw = await deps.kube.get<RawObject>(ref);
   if (!raw) return { outcome: 'gone' };
@@ -48,16 +47,6 @@ export async function readRelease(deps: ActivityDeps, input: { namespace: string
   const done = raw.status?.observedGeneration === generation && terminalReleasePhases.has(raw.status.phase ?? '') ? raw.status.phase : undefined;
   return { outcome: 'ready', uid, generation, plan: releasePlan(parsed.release), ...(done ? { finishedPhase: done } : {}) };
 }
-
-export interface ClaimInput {
-  namespace: string;
-  release: string;
-  apps: { name: string; canaryVersion: string; image?: string }[];
-}
-
-export type ClaimResult =
-  | { ok: true; apps: { name: string; image: string; previousImage: string }[] }
-  | { ok: false; message: string };
 
 /**
  * Claims every Application of the Release (an annotation), or none: refused, with a message, when one does not
@@ -100,7 +89,7 @@ export async function claimApplications(deps: ActivityDeps, input: ClaimInput): 
         problems.push(`Application ${want.name} has its own canary enabled in its spec (${canary.canaryVersion ?? '?'}): disable it first`);
         continue;
       }
-      if (own?.version === want.canaryVersion && own.image === image && own.phase !== 'Promoted') {
+      if (own?.version === want.canaryVersion && own.image === image && own.phase !== RolloutPhase.Promoted) {
         problems.push(`Application ${want.name} already ran canary ${want.canaryVersion} (${image}), which ended ${own.phase}; a canary does not run twice: use a new canaryVersion or image`);
         continue;
       }
@@ -125,7 +114,7 @@ async function releaseRuns(deps: ActivityDeps, namespace: string, name: string):
 }
 
 /** Lets go of the Release's Applications (only those it still holds). */
-export async function releaseClaims(deps: ActivityDeps, input: { namespace: string; release: string; apps: string[] }): Promise<void> {
+export async function releaseClaims(deps: ActivityDeps, input: ReleaseClaimsInput): Promise<void> {
   for (const name of input.apps) {
     const raw = await deps.kube.get<RawObject>(appRef(input.namespace, name));
     if (raw?.metadata.annotations?.[RELEASE_ANNOTATION] !== input.release) continue;
@@ -133,22 +122,12 @@ export async function releaseClaims(deps: ActivityDeps, input: { namespace: stri
   }
 }
 
-export interface StartCanaryInput {
-  namespace: string;
-  release: string;
-  app: string;
-  canaryVersion: string;
-  image?: string;
-  steps?: unknown[];
-  analysis?: unknown;
-}
-
 /** Starts an Application's canary by writing it into the Application's spec (its workflow runs the rollout). */
 export async function startCanary(deps: ActivityDeps, input: StartCanaryInput): Promise<void> {
   const raw = await deps.kube.get<RawObject>(appRef(input.namespace, input.app));
-  if (!raw || raw.metadata.deletionTimestamp) throw ApplicationFailure.nonRetryable(`Application ${input.app} was deleted`, 'ApplicationGone');
+  if (!raw || raw.metadata.deletionTimestamp) throw ApplicationFailure.nonRetryable(`Application ${input.app} was deleted`, FailureType.ApplicationGone);
   if (raw.metadata.annotations?.[RELEASE_ANNOTATION] !== input.release) {
-    throw ApplicationFailure.nonRetryable(`Application ${input.app} is no longer claimed by Release ${input.release}`, 'ReleaseConflict');
+    throw ApplicationFailure.nonRetryable(`Application ${input.app} is no longer claimed by Release ${input.release}`, FailureType.ReleaseConflict);
   }
   await deps.kube.mergePatch(appRef(input.namespace, input.app), {
     metadata: { resourceVersion: raw.metadata.resourceVersion },
@@ -164,7 +143,7 @@ export async function startCanary(deps: ActivityDeps, input: StartCanaryInput): 
 }
 
 /** Stops an Application's canary the Release started (switching it off in the spec aborts the rollout, which compensates). */
-export async function stopCanary(deps: ActivityDeps, input: { namespace: string; app: string; canaryVersion: string }): Promise<void> {
+export async function stopCanary(deps: ActivityDeps, input: StopCanaryInput): Promise<void> {
   const raw = await deps.kube.get<RawObject & { spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input.namespace, input.app));
   const canary = raw?.spec?.serviceMesh?.canary;
   if (!raw || !canary?.enabled || canary.canaryVersion !== input.canaryVersion) return;
@@ -174,7 +153,7 @@ export async function stopCanary(deps: ActivityDeps, input: { namespace: string;
 }
 
 /** Puts an Application's previous image back, unless someone changed its image since the Release promoted it. */
-export async function revertApplication(deps: ActivityDeps, input: { namespace: string; app: string; image: string; previousImage: string }): Promise<boolean> {
+export async function revertApplication(deps: ActivityDeps, input: RevertApplicationInput): Promise<boolean> {
   const raw = await deps.kube.get<RawObject & { spec?: { image?: string } }>(appRef(input.namespace, input.app));
   if (!raw || raw.metadata.deletionTimestamp || raw.spec?.image !== input.image) return false;
   await deps.kube.mergePatch(appRef(input.namespace, input.app), {
@@ -183,19 +162,8 @@ export async function revertApplication(deps: ActivityDeps, input: { namespace: 
   return true;
 }
 
-/** One Application as the Release follows it. */
-export interface AppObservation {
-  name: string;
-  exists: boolean;
-  specImage?: string;
-  canary?: { enabled: boolean; phase?: string; version?: string; image?: string; message?: string; reason?: string };
-  /** The Application is Running at its current generation and its stable Deployment runs `deploymentImage`. */
-  running: boolean;
-  deploymentImage?: string;
-}
-
 /** Reads each Application, its canary's status and its stable Deployment. */
-export async function observeApplications(deps: ActivityDeps, input: { namespace: string; apps: string[] }): Promise<AppObservation[]> {
+export async function observeApplications(deps: ActivityDeps, input: ObserveApplicationsInput): Promise<AppObservation[]> {
   return Promise.all(input.apps.map(async (name): Promise<AppObservation> => {
     const [raw, deployment] = await Promise.all([
       deps.kube.get<RawObject>(appRef(input.namespace, name)),
@@ -215,17 +183,10 @@ export async function observeApplications(deps: ActivityDeps, input: { namespace
         ...(c?.phase ? { phase: c.phase } : {}), ...(c?.version ? { version: c.version } : {}), ...(c?.image ? { image: c.image } : {}),
         ...(c?.message ? { message: c.message } : {}), ...(c?.reason ? { reason: c.reason } : {}),
       },
-      running: status?.phase === 'Running' && status.observedGeneration === raw.metadata.generation && Boolean(rolledOut?.current && rolledOut.available >= rolledOut.desired),
+      running: status?.phase === Phase.Running && status.observedGeneration === raw.metadata.generation && Boolean(rolledOut?.current && rolledOut.available >= rolledOut.desired),
       ...(deploymentImage ? { deploymentImage } : {}),
     };
   }));
-}
-
-export interface ReleaseStatusInput {
-  namespace: string;
-  name: string;
-  status: Record<string, unknown>;
-  event?: { reason: string; message: string; type: 'Normal' | 'Warning' };
 }
 
 /** Writes the Release's status (a merge patch of what changed) and records a transition as an Event on it. */
@@ -246,7 +207,7 @@ export async function writeReleaseStatus(deps: ActivityDeps, input: ReleaseStatu
 }
 
 /** Releases our finalizer from a Release being deleted (once its run is compensated). */
-export async function finalizeRelease(deps: ActivityDeps, input: { namespace: string; name: string; uid: string }): Promise<void> {
+export async function finalizeRelease(deps: ActivityDeps, input: FinalizeReleaseInput): Promise<void> {
   const ref = releaseRef(input.namespace, input.name);
   const raw = await deps.kube.get<RawObject>(ref);
   if (!raw || raw.metadata.uid !== input.uid || !(raw.metadata.finalizers ?? []).includes(FINALIZER)) return;

@@ -1,6 +1,7 @@
 // Inputs and outputs of the activities, shared with the workflows that call them (as types only).
 import type { RolloutPhase, RolloutRouterName } from '../api/constants.ts';
 import type { CanaryRoute, RouteWeights } from '../routing/route.ts';
+import type { ReleasePlan } from '../workflows/release/plan.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
 
 export interface ReconcileInput {
@@ -175,4 +176,85 @@ export interface RecoveredRollout {
   abortedBy?: string;
   reason?: string;
   message?: string;
+}
+
+// Releases.
+
+/** A Release by name. */
+export interface ReleaseRef {
+  namespace: string;
+  name: string;
+}
+
+/** What readRelease found: the Release's plan, or why there is none. */
+export type ReadReleaseResult =
+  | { outcome: 'gone' }
+  | { outcome: 'deleting'; uid: string }
+  | { outcome: 'invalid'; uid: string; generation: number; message: string }
+  | { outcome: 'ready'; uid: string; generation: number; plan: ReleasePlan; finishedPhase?: string };
+
+export interface ClaimInput {
+  namespace: string;
+  release: string;
+  apps: { name: string; canaryVersion: string; image?: string }[];
+}
+
+export type ClaimResult =
+  | { ok: true; apps: { name: string; image: string; previousImage: string }[] }
+  | { ok: false; message: string };
+
+export interface ReleaseClaimsInput {
+  namespace: string;
+  release: string;
+  apps: string[];
+}
+
+export interface StartCanaryInput {
+  namespace: string;
+  release: string;
+  app: string;
+  canaryVersion: string;
+  image?: string;
+  steps?: unknown[];
+  analysis?: unknown;
+}
+
+export interface StopCanaryInput {
+  namespace: string;
+  app: string;
+  canaryVersion: string;
+}
+
+export interface RevertApplicationInput {
+  namespace: string;
+  app: string;
+  image: string;
+  previousImage: string;
+}
+
+export interface ObserveApplicationsInput {
+  namespace: string;
+  apps: string[];
+}
+
+/** One Application as the Release follows it. */
+export interface AppObservation {
+  name: string;
+  exists: boolean;
+  specImage?: string;
+  canary?: { enabled: boolean; phase?: string; version?: string; image?: string; message?: string; reason?: string };
+  /** The Application is Running at its current generation and its stable Deployment runs `deploymentImage`. */
+  running: boolean;
+  deploymentImage?: string;
+}
+
+export interface ReleaseStatusInput {
+  namespace: string;
+  name: string;
+  status: Record<string, unknown>;
+  event?: { reason: string; message: string; type: 'Normal' | 'Warning' };
+}
+
+export interface FinalizeReleaseInput extends ReleaseRef {
+  uid: string;
 }

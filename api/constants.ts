@@ -5,7 +5,6 @@ export const GROUP = 'myapp.example.com';
 export const VERSION = 'v1';
 export const API_VERSION = `${GROUP}/${VERSION}`;
 export const KIND = 'Application';
-export const LIST_KIND = 'ApplicationList';
 export const PLURAL = 'applications';
 export const SINGULAR = 'application';
 export const SHORT_NAME = 'app';
@@ -214,6 +213,8 @@ export const FailureType = {
   Superseded: 'Superseded',
   /** The Application was deleted. */
   ApplicationGone: 'ApplicationGone',
+  /** An Application the Release started a canary on is no longer claimed by it (another Release, or a person, took it). */
+  ReleaseConflict: 'ReleaseConflict',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 

@@ -1,12 +1,12 @@
-#!/usr/bin/env node
 // The operator's command line: `run` starts the watcher and/or a worker; promote, abort, pause, resume and status
-// talk to an Application's workflows through Temporal (also as the kubectl plugin `kubectl app ...`).
+// talk to an Application's workflows through Temporal. The launcher bin/application-operator (also `kubectl app`)
+// picks the Node that runs it.
 import { Command, Option } from 'commander';
-import { operatorConfig, withOperatorOptions } from '../operator/config.ts';
+import { clientConfig, operatorConfig, withClientOptions, withOperatorOptions } from '../operator/config.ts';
 import { runOperatorProcess } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
 import { codecServerConfig, runCodecServer, withCodecServerOptions } from '../operator/codec-server.ts';
-import { appStatus, control, defaultNamespace, formatFailing, formatResult, formatRollout, type ControlAction } from '../client/control.ts';
+import { appStatus, control, defaultNamespace, formatFailing, formatResult, formatRollout, requester, type ControlAction } from '../client/control.ts';
 import { formatHistory, rolloutHistory } from '../client/history.ts';
 import { controlRelease, formatRelease, releaseStatus } from '../client/release.ts';
 
@@ -23,17 +23,21 @@ const actions: Record<ControlAction, string> = {
   resume: 'lift a pause you (or someone) asked for, or a hold for an inconclusive analysis; a pause step is an approval that only promote passes',
 };
 
-const withTarget = (cmd: Command) => withOperatorOptions(cmd)
+/** The namespace a client command acts in: -n, else the kubeconfig context's. */
+const namespaceOf = (opts: Record<string, unknown>) => (opts['namespace'] as string | undefined) ?? defaultNamespace(opts['kubeconfig'] as string | undefined);
+
+const withTarget = (cmd: Command) => cmd
   .argument('<app>', 'Application name')
   .addOption(new Option('-n, --namespace <ns>', 'namespace of the Application (default: the kubeconfig context\'s)'));
 
 for (const [action, description] of Object.entries(actions) as [ControlAction, string][]) {
-  withTarget(program.command(action).description(description))
-    .option('--reason <text>', 'why (recorded in status and history)')
+  withClientOptions(withTarget(program.command(action).description(description))
+    .option('--reason <text>', 'why (recorded in status and history)'))
     .action(async (app: string, opts: Record<string, unknown>) => {
-      const { client, connection } = await connectClient(operatorConfig(opts));
+      const cfg = clientConfig(opts);
+      const { client, connection } = await connectClient(cfg);
       try {
-        const outcome = await control(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), app, opts['reason'] as string | undefined);
+        const outcome = await control(client, action, namespaceOf(opts), app, opts['reason'] as string | undefined, await requester(cfg.kubeconfig));
         console.log(outcome.note);
         if (outcome.state) console.log(formatRollout(outcome.state));
         else if (outcome.result) console.log(formatResult(outcome.result));
@@ -43,11 +47,11 @@ for (const [action, description] of Object.entries(actions) as [ControlAction, s
     });
 }
 
-withTarget(program.command('status').description("show the Application's workflow and its canary rollout"))
-  .option('-o, --output <format>', 'text or json', 'text')
+withClientOptions(withTarget(program.command('status').description("show the Application's workflow and its canary rollout"))
+  .option('-o, --output <format>', 'text or json', 'text'))
   .action(async (app: string, opts: Record<string, unknown>) => {
-    const ns = (opts['namespace'] as string | undefined) ?? defaultNamespace();
-    const { client, connection } = await connectClient(operatorConfig(opts));
+    const ns = namespaceOf(opts);
+    const { client, connection } = await connectClient(clientConfig(opts));
     try {
       const s = await appStatus(client, ns, app);
       if (opts['output'] === 'json') {
@@ -84,27 +88,28 @@ const releaseActions: Record<ControlAction, string> = {
   pause: 'hold the release: pause the running canaries and do not start the next wave',
   resume: 'lift a pause asked for with release pause (a wait for a promote between waves, or a canary\'s pause step, needs promote)',
 };
-const withRelease = (cmd: Command) => withOperatorOptions(cmd)
+const withRelease = (cmd: Command) => cmd
   .argument('<release>', 'Release name')
   .addOption(new Option('-n, --namespace <ns>', 'namespace of the Release (default: the kubeconfig context\'s)'));
 for (const [action, description] of Object.entries(releaseActions) as [ControlAction, string][]) {
-  withRelease(release.command(action).description(description))
-    .option('--reason <text>', 'why (recorded in status and history)')
+  withClientOptions(withRelease(release.command(action).description(description))
+    .option('--reason <text>', 'why (recorded in status and history)'))
     .action(async (name: string, opts: Record<string, unknown>) => {
-      const { client, connection } = await connectClient(operatorConfig(opts));
+      const cfg = clientConfig(opts);
+      const { client, connection } = await connectClient(cfg);
       try {
-        const outcome = await controlRelease(client, action, (opts['namespace'] as string | undefined) ?? defaultNamespace(), name, opts['reason'] as string | undefined);
+        const outcome = await controlRelease(client, action, namespaceOf(opts), name, opts['reason'] as string | undefined, await requester(cfg.kubeconfig));
         console.log(`${outcome.note}\n${formatRelease(outcome.state)}`);
       } finally {
         await connection.close();
       }
     });
 }
-withRelease(release.command('status').description('show the Release: its phase, wave, and each Application'))
-  .option('-o, --output <format>', 'text or json', 'text')
+withClientOptions(withRelease(release.command('status').description('show the Release: its phase, wave, and each Application'))
+  .option('-o, --output <format>', 'text or json', 'text'))
   .action(async (name: string, opts: Record<string, unknown>) => {
-    const ns = (opts['namespace'] as string | undefined) ?? defaultNamespace();
-    const { client, connection } = await connectClient(operatorConfig(opts));
+    const ns = namespaceOf(opts);
+    const { client, connection } = await connectClient(clientConfig(opts));
     try {
       const state = await releaseStatus(client, ns, name);
       if (!state) {
@@ -118,12 +123,12 @@ withRelease(release.command('status').description('show the Release: its phase, 
     }
   });
 
-withTarget(program.command('history').description('every canary rollout of the Application, newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
+withClientOptions(withTarget(program.command('history').description('every canary rollout of the Application, newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
   .option('-o, --output <format>', 'text or json', 'text')
-  .option('--limit <n>', 'at most this many rollouts', (v) => Number.parseInt(v, 10), 20)
+  .option('--limit <n>', 'at most this many rollouts', (v) => Number.parseInt(v, 10), 20))
   .action(async (app: string, opts: Record<string, unknown>) => {
-    const ns = (opts['namespace'] as string | undefined) ?? defaultNamespace();
-    const { client, connection } = await connectClient(operatorConfig(opts));
+    const ns = namespaceOf(opts);
+    const { client, connection } = await connectClient(clientConfig(opts));
     try {
       const histories = await rolloutHistory(client, ns, app, opts['limit'] as number);
       console.log(opts['output'] === 'json' ? JSON.stringify(histories, null, 2) : formatHistory(ns, app, histories));

@@ -3,7 +3,8 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowExecutionDescription, type WorkflowHandle } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { hostname, userInfo } from 'node:os';
-import { defaultNamespaceOf } from '../kube/config.ts';
+import { Kube } from '../kube/client.ts';
+import { defaultNamespaceOf, loadKubeconfig } from '../kube/config.ts';
 import {
   applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ControlAction, type RolloutResult, type RolloutState,
@@ -11,14 +12,35 @@ import {
 
 export type { ControlAction } from '../workflows/contract.ts';
 
-/** The namespace of the current kubeconfig context, like kubectl's default. */
-export function defaultNamespace(): string {
-  return defaultNamespaceOf();
+/** The namespace of the current context of the kubeconfig (`kubeconfig`, else the default one), like kubectl's default. */
+export function defaultNamespace(kubeconfig?: string): string {
+  return defaultNamespaceOf(process.env, kubeconfig);
 }
 
-/** Who is asking, recorded in status.canary.abortedBy and the history. */
-export function requester(): string {
+/** Who is asking as the machine names them, `user@host`: what is recorded when no Kubernetes identity can be had. */
+export function localUser(): string {
   return `${userInfo().username}@${hostname()}`;
+}
+
+/** How long the CLI waits for the API server to say who the caller is before it falls back on localUser(). */
+const identityTimeoutMs = 5000;
+
+/**
+ * Who is asking, recorded in status, Events and the history: the caller's Kubernetes identity where there is a
+ * kubeconfig (`kubeconfig`, else the default one), as a SelfSubjectReview answers it (what `kubectl auth whoami`
+ * asks; every authenticated user may), else localUser(): no kubeconfig, an API server that does not answer, or one
+ * older than Kubernetes 1.28.
+ */
+export async function requester(kubeconfig?: string): Promise<string> {
+  try {
+    const kube = new Kube(await loadKubeconfig(kubeconfig));
+    const review = await kube.request<{ status?: { userInfo?: { username?: string } } }>('POST', '/apis/authentication.k8s.io/v1/selfsubjectreviews', {
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'SelfSubjectReview' }, timeoutMs: identityTimeoutMs,
+    });
+    return review?.status?.userInfo?.username || localUser();
+  } catch {
+    return localUser();
+  }
 }
 
 export interface ControlOutcome {
@@ -36,13 +58,14 @@ export interface ControlOutcome {
 const abortDone = /is already being aborted|is already (Promoted|Aborted|RolledBack|Failed)/;
 
 /**
- * Sends a control action to the app's rollout as a validated Temporal update. An abort is idempotent: an abort of
- * a rollout already aborting, or already over, succeeds and says so; any other refusal throws with its reason.
+ * Sends a control action to the app's rollout as a validated Temporal update, asked by `by`. An abort is idempotent:
+ * an abort of a rollout already aborting, or already over, succeeds and says so; any other refusal throws with its
+ * reason.
  */
-export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<ControlOutcome> {
+export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string, by = localUser()): Promise<ControlOutcome> {
   const handle = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
   try {
-    const state = await handle.executeUpdate(controlUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    const state = await handle.executeUpdate(controlUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
     return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {

@@ -1,21 +1,44 @@
 // Every rollout of an Application, newest first, told from the workflow histories themselves (found through
 // Temporal visibility): its plan, the routes it set, the analysis verdicts, who promoted, aborted, paused or resumed
-// and why, each phase it went through, and how it ended. Nothing here comes from logs.
+// and why (and which of those requests changed nothing), each phase it went through, and how it ended. Nothing here
+// comes from logs.
 import type { Client } from '@temporalio/client';
 import type { LoadedDataConverter, Payload } from '@temporalio/common';
 import proto from '@temporalio/proto';
+import { Reason, RolloutPhase, isTerminal } from '../api/constants.ts';
 import type { CanaryStatusInput, MetricValue, RouteInput } from '../activities/types.ts';
 import { judge } from '../workflows/rollout/analysis.ts';
-import { controlActions, rolloutWorkflowId, type ControlRequest, type RolloutInput, type RolloutResult } from '../workflows/contract.ts';
-import { describeStep } from '../workflows/rollout/plan.ts';
+import {
+  controlActions, rolloutWorkflowId, type ControlAction, type ControlRequest, type RolloutInput, type RolloutResult,
+} from '../workflows/contract.ts';
+import { describeStep, type AnalysisMetric } from '../workflows/rollout/plan.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
-type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
+export type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 
 export interface HistoryEntry {
   at: string;
   kind: 'phase' | 'route' | 'control' | 'analysis';
   text: string;
+  /** A phase entry's phase. */
+  phase?: string;
+  /** A control request's action. */
+  action?: ControlAction;
+  /**
+   * Why a control request changed nothing: the rollout refused it (its rules, applied to what the history shows it
+   * knew then), or what it asked was overtaken (an abort that reached a rollout already promoting, which ended
+   * Promoted: the one the Application's workflow sends when a promote switches the spec's canary off).
+   */
+  ignored?: string;
+}
+
+/** A metric the rollout's analysis asks, once per rollout: its query is the same at every run. */
+export interface AnalysisQuery {
+  metric: string;
+  query: string;
+  /** The range a value must fall in to pass (`>= 99`, `<= 500`, `1..2`). */
+  range: string;
+  dryRun?: boolean;
 }
 
 export interface RolloutHistory {
@@ -28,11 +51,24 @@ export interface RolloutHistory {
   version?: string;
   image?: string;
   steps: string[];
+  /** The analysis's interval and queries, when the rollout has one; its verdicts are entries. */
+  analysis?: { intervalSeconds: number; queries: AnalysisQuery[] };
   outcome?: { phase: string; message: string };
   entries: HistoryEntry[];
   /** How many workflow runs the rollout took (it continues as new to keep each history short). */
   runs?: number;
 }
+
+/** A run of the rollout's workflow as visibility lists it. */
+export interface RolloutRun {
+  runId: string;
+  status: string;
+  startTime: Date;
+  closeTime?: Date | undefined;
+}
+
+/** Decodes payloads as the client's data converter does (codecs, then the payload converter). */
+export type Decode = <T>(payloads: Payload[] | null | undefined) => Promise<T[]>;
 
 /**
  * Every rollout of `namespace/name`, newest first (at most `limit`). A rollout that continued as new is one story
@@ -40,19 +76,35 @@ export interface RolloutHistory {
  */
 export async function rolloutHistory(client: Client, namespace: string, name: string, limit = 20): Promise<RolloutHistory[]> {
   const workflowId = rolloutWorkflowId(namespace, name);
-  const runs: { runId: string; status: string; startTime: Date; closeTime?: Date | undefined }[] = [];
+  const runs: RolloutRun[] = [];
   for await (const wf of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
     runs.push({ runId: wf.runId, status: wf.status.name, startTime: wf.startTime, closeTime: wf.closeTime });
   }
-  runs.sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
-  const converter = client.options.loadedDataConverter;
+  const events = async (runId: string) => (await client.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? [];
+  return tellRollouts(workflowId, runs, events, decoderOf(client.options.loadedDataConverter), limit);
+}
+
+/** The client's data converter as a Decode. */
+export function decoderOf(converter: LoadedDataConverter): Decode {
+  return async <T>(payloads: Payload[] | null | undefined): Promise<T[]> => {
+    let ps = payloads ?? [];
+    for (const codec of [...converter.payloadCodecs].reverse()) ps = await codec.decode(ps);
+    return ps.map((p) => converter.payloadConverter.fromPayload<T>(p));
+  };
+}
+
+/**
+ * The rollouts told by the runs of one workflow id, newest first (at most `limit`), each run's events fetched only
+ * when needed: runs that continued as new are joined into the rollout they continue.
+ */
+export async function tellRollouts(workflowId: string, runs: RolloutRun[], eventsOf: (runId: string) => Promise<HistoryEvent[]>, decode: Decode, limit = 20): Promise<RolloutHistory[]> {
+  const newestFirst = [...runs].sort((a, b) => b.startTime.getTime() - a.startTime.getTime());
   const out: RolloutHistory[] = [];
   // Newest first: a run that continues another is joined to it once that one is read.
   let continuing: { run: RolloutHistory; from: string } | undefined;
-  for (const run of runs) {
+  for (const run of newestFirst) {
     if (!continuing && out.length >= limit) break;
-    const history = await client.workflow.getHandle(workflowId, run.runId).fetchHistory();
-    const told = await tell(history.events ?? [], converter);
+    const told = await tellRun(await eventsOf(run.runId), decode);
     const story: RolloutHistory = {
       workflowId, runId: run.runId, status: run.status, startedAt: run.startTime.toISOString(),
       ...(run.closeTime ? { closedAt: run.closeTime.toISOString() } : {}),
@@ -70,31 +122,87 @@ export async function rolloutHistory(client: Client, namespace: string, name: st
     const target = continuing && continuing.from === run.runId ? continuing.run : story;
     continuing = told.continues ? { run: target, from: told.continues } : undefined;
   }
+  for (const h of out) markOvertaken(h);
   return out;
 }
 
-/** Reads one rollout's story out of its history events. */
-async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Promise<{ story: Pick<RolloutHistory, 'version' | 'image' | 'steps' | 'outcome' | 'entries'>; continues?: string }> {
-  const decode = async <T>(payloads: Payload[] | null | undefined): Promise<T[]> => {
-    let ps = payloads ?? [];
-    for (const codec of [...converter.payloadCodecs].reverse()) ps = await codec.decode(ps);
-    return ps.map((p) => converter.payloadConverter.fromPayload<T>(p));
-  };
+/** What the rollout knew when a control request reached it, as far as its history shows: what its rules look at. */
+export interface ControlView {
+  phase: string;
+  pausedByUser: boolean;
+  /** Held by an inconclusive analysis (a resume lifts that too). */
+  blind: boolean;
+  abortRequested: boolean;
+  promoteRequested: boolean;
+}
+
+/**
+ * Why the rollout refuses `action` in the state `v`, in the words of its own refusal (Rollout.validate in
+ * workflows/rollout/rollout.ts); undefined when it takes it. A refused update never reaches the history; a refused
+ * signal does, and the rollout only logs that it ignored it.
+ */
+export function refusal(action: ControlAction, v: ControlView): string | undefined {
+  if (action === 'promote' || action === 'abort') {
+    if (isTerminal(v.phase)) return `the rollout was already ${v.phase}`;
+    if (v.phase === RolloutPhase.Aborting || v.abortRequested) return 'the rollout was already being aborted';
+    if (action === 'promote' && (v.phase === RolloutPhase.Promoting || v.promoteRequested)) return 'the rollout was already being promoted';
+    return undefined;
+  }
+  if (action === 'pause') {
+    if (v.phase !== RolloutPhase.Progressing && v.phase !== RolloutPhase.Paused) return `a rollout that is ${v.phase} cannot be paused`;
+    return v.pausedByUser ? 'the rollout was already paused' : undefined;
+  }
+  return v.pausedByUser || v.blind ? undefined : 'the rollout was not paused by request';
+}
+
+/** The state after the rollout took `action`. */
+function took(action: ControlAction, v: ControlView): ControlView {
+  if (action === 'promote') return { ...v, promoteRequested: true };
+  if (action === 'abort') return { ...v, abortRequested: true, phase: RolloutPhase.Aborting };
+  if (action === 'pause') return { ...v, pausedByUser: true };
+  return { ...v, pausedByUser: false, blind: false };
+}
+
+/**
+ * Marks what the end of the rollout overtook: an abort in a rollout that ended Promoted (the rollout took it while
+ * promoting, past the point where an abort stops anything), a promote in one that ended otherwise without ever
+ * promoting.
+ */
+export function markOvertaken(h: RolloutHistory): void {
+  const end = h.outcome?.phase;
+  if (!end) return;
+  h.entries.forEach((e, i) => {
+    if (e.kind !== 'control' || e.ignored) return;
+    if (e.action === 'abort' && end === RolloutPhase.Promoted) e.ignored = 'the rollout was being promoted, and ended Promoted';
+    if (e.action === 'promote' && end !== RolloutPhase.Promoted && !h.entries.slice(i + 1).some((l) => l.phase === RolloutPhase.Promoting)) {
+      e.ignored = `the rollout ended ${end} before promoting`;
+    }
+  });
+}
+
+/** One run's part of a rollout's story, from its history events; `continues` names the run it continues, if any. */
+export async function tellRun(events: HistoryEvent[], decode: Decode): Promise<{ story: Pick<RolloutHistory, 'version' | 'image' | 'steps' | 'analysis' | 'outcome' | 'entries'>; continues?: string }> {
   const entries: HistoryEntry[] = [];
-  const add = (e: HistoryEvent, kind: HistoryEntry['kind'], text: string) => entries.push({ at: timeOf(e), kind, text });
+  const add = (e: HistoryEvent, entry: Omit<HistoryEntry, 'at'>) => entries.push({ at: timeOf(e), ...entry });
   const scheduled = new Map<string, { type: string; input: unknown }>();
   let input: RolloutInput | undefined;
   let outcome: RolloutHistory['outcome'];
   let lastPhase = '';
   let lastRoute = '';
   let continues: string | undefined;
+  let view: ControlView = { phase: RolloutPhase.Progressing, pausedByUser: false, blind: false, abortRequested: false, promoteRequested: false };
+  const control = (e: HistoryEvent, action: ControlAction, request: ControlRequest | undefined, how: 'signal' | 'update') => {
+    // An update reached the workflow only if its validator took it; a signal is checked against the rules here.
+    const refused = how === 'signal' ? refusal(action, view) : undefined;
+    if (!refused) view = took(action, view);
+    add(e, { kind: 'control', action, text: describeControl(action, request, how), ...(refused ? { ignored: refused } : {}) });
+  };
   const analysisLines = async (e: HistoryEvent, payloads: Payload[] | null | undefined) => {
     if (!input?.plan.analysis) return;
     const [answers] = await decode<MetricValue[]>(payloads);
     const weight = Number(/routed (\d+)%/.exec(lastRoute)?.[1] ?? 0);
     for (const m of input.plan.analysis.metrics) {
-      const v = judge(m, answers?.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, timeOf(e), weight);
-      add(e, 'analysis', `${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message} [${v.query}]`);
+      add(e, { kind: 'analysis', text: verdictLine(m, answers?.find((a) => a.name === m.name) ?? { name: m.name, value: null, error: 'no answer' }, timeOf(e), weight) });
     }
   };
 
@@ -106,9 +214,13 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
         continues = e.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
         // A run taken up from where a previous one stood: the routes said so already.
         if (input?.carried) {
-          const r = input.carried.route;
-          lastRoute = `routed ${r.weight}% to the canary${r.headers?.length ? ', with a header route' : ''}${r.mirror ? `, mirroring ${r.mirror}%` : ''}`;
-          lastPhase = `${input.carried.state.phase}: ${input.carried.state.message}`;
+          const { route, state, abortRequest, promoteRequest } = input.carried;
+          lastRoute = describeRouted(route);
+          lastPhase = `${state.phase}: ${state.message}`;
+          view = {
+            phase: state.phase, pausedByUser: state.pausedByUser, blind: Boolean(state.analysis?.blind),
+            abortRequested: abortRequest !== undefined, promoteRequested: promoteRequest !== undefined,
+          };
         }
         break;
       case EventType.EVENT_TYPE_MARKER_RECORDED: {
@@ -120,21 +232,27 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
       }
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED: {
         const signal = e.workflowExecutionSignaledEventAttributes;
-        if (!controlActions.includes(signal?.signalName as never)) break;
+        const action = controlActions.find((a) => a === signal?.signalName);
+        if (!action) break;
         const [request] = await decode<ControlRequest | undefined>(signal?.input?.payloads);
-        add(e, 'control', describeControl(signal?.signalName ?? '?', request, 'signal'));
+        control(e, action, request, 'signal');
         break;
       }
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED: {
         const request = e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input;
+        const action = controlActions.find((a) => a === request?.name);
+        if (!action) break;
         const [args] = await decode<ControlRequest | undefined>(request?.args?.payloads);
-        add(e, 'control', describeControl(request?.name ?? '?', args, 'update'));
+        control(e, action, args, 'update');
         break;
       }
       case EventType.EVENT_TYPE_ACTIVITY_TASK_SCHEDULED: {
         const a = e.activityTaskScheduledEventAttributes;
         const [arg] = await decode<unknown>(a?.input?.payloads);
-        scheduled.set(id, { type: a?.activityType?.name ?? '', input: arg });
+        const type = a?.activityType?.name ?? '';
+        scheduled.set(id, { type, input: arg });
+        // The rollout's state changes before it writes status: what it knows from then on.
+        if (type === 'writeCanaryStatus') view = viewAfterStatus(view, arg as CanaryStatusInput);
         break;
       }
       case EventType.EVENT_TYPE_ACTIVITY_TASK_COMPLETED: {
@@ -144,12 +262,11 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
         if (call.type === 'writeCanaryStatus') {
           const { phase, message } = (call.input as CanaryStatusInput).status;
           const line = `${phase}: ${message}`;
-          if (line !== lastPhase) add(e, 'phase', line);
+          if (line !== lastPhase) add(e, { kind: 'phase', phase, text: line });
           lastPhase = line;
         } else if (call.type === 'setCanaryRoute') {
-          const { route } = call.input as RouteInput;
-          const line = `routed ${route.weight}% to the canary${route.headers?.length ? ', with a header route' : ''}${route.mirror ? `, mirroring ${route.mirror}%` : ''}`;
-          if (line !== lastRoute) add(e, 'route', line);
+          const line = describeRouted((call.input as RouteInput).route);
+          if (line !== lastRoute) add(e, { kind: 'route', text: line });
           lastRoute = line;
         } else if (call.type === 'queryMetrics') {
           await analysisLines(e, done?.result?.payloads);
@@ -167,8 +284,6 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
       case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED:
         outcome = { phase: 'Terminated', message: e.workflowExecutionTerminatedEventAttributes?.reason ?? 'terminated' };
         break;
-      case EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW:
-        break;
       default:
         break;
     }
@@ -178,6 +293,12 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
     story: {
       ...(plan ? { version: plan.version, image: plan.image } : {}),
       steps: plan ? plan.steps.map((s, i) => describeStep(s, i, plan.steps.length)) : [],
+      ...(plan?.analysis ? {
+        analysis: {
+          intervalSeconds: plan.analysis.intervalMs / 1000,
+          queries: plan.analysis.metrics.map((m) => ({ metric: m.name, query: m.query, range: rangeText(m.range), ...(m.dryRun ? { dryRun: true } : {}) })),
+        },
+      } : {}),
       ...(outcome ? { outcome } : {}),
       entries,
     },
@@ -185,7 +306,32 @@ async function tell(events: HistoryEvent[], converter: LoadedDataConverter): Pro
   };
 }
 
-function describeControl(action: string, r: ControlRequest | undefined, how: 'signal' | 'update'): string {
+/** What the rollout knew once it wrote this status: its phase, a person's pause, an analysis hold. */
+function viewAfterStatus(v: ControlView, input: CanaryStatusInput): ControlView {
+  const reason = input.event?.reason;
+  const blind = reason === Reason.AnalysisInconclusive ? true : reason === Reason.AnalysisRecovered ? false : v.blind;
+  return { ...v, phase: input.status.phase, pausedByUser: input.status.pausedBy !== undefined, blind };
+}
+
+/** One metric's verdict in a line: `success-rate: 99.5 vs >= 99: pass`; an inconclusive one says why. */
+export function verdictLine(metric: AnalysisMetric, answer: MetricValue, at: string, weight: number): string {
+  const v = judge(metric, answer, at, weight);
+  const value = answer.value !== null ? String(Math.round(answer.value * 1000) / 1000) : answer.nonFinite ?? 'no value';
+  return `${metric.name}${metric.dryRun ? ' (dry run)' : ''}: ${value} vs ${rangeText(metric.range)}: ${v.result}${v.result === 'inconclusive' ? ` (${v.message})` : ''}`;
+}
+
+/** A range in a few characters: `>= 99`, `<= 500`, `1..2`. */
+export function rangeText(r: { min?: number; max?: number }): string {
+  if (r.min !== undefined && r.max !== undefined) return `${r.min}..${r.max}`;
+  return r.min !== undefined ? `>= ${r.min}` : `<= ${r.max ?? '?'}`;
+}
+
+/** A route the rollout set, in words. */
+function describeRouted(route: RouteInput['route']): string {
+  return `routed ${route.weight}% to the canary${route.headers?.length ? ', with a header route' : ''}${route.mirror ? `, mirroring ${route.mirror}%` : ''}`;
+}
+
+function describeControl(action: ControlAction, r: ControlRequest | undefined, how: 'signal' | 'update'): string {
   return `${action} by ${r?.by ?? 'someone'} (${how})${r?.reason ? `: ${r.reason}` : ''}`;
 }
 
@@ -194,13 +340,17 @@ function timeOf(e: HistoryEvent): string {
   return new Date(Number(t?.seconds ?? 0) * 1000 + Math.floor((t?.nanos ?? 0) / 1e6)).toISOString();
 }
 
-/** The histories in a few lines a person reads. */
+/** The histories in a few lines a person reads: each metric's query once, then its verdicts as they came. */
 export function formatHistory(namespace: string, name: string, histories: RolloutHistory[]): string {
   if (histories.length === 0) return `${namespace}/${name}: no canary rollout has run`;
   return histories.map((h) => [
     `canary ${h.version ?? '?'} (${h.image ?? '?'}) — ${h.outcome?.phase ?? h.status}${h.outcome ? `: ${h.outcome.message}` : ''}`,
     `  started ${h.startedAt}${h.closedAt ? `, ended ${h.closedAt}` : ', still running'}; workflow ${h.workflowId} run ${h.runId}${h.runs && h.runs > 1 ? ` (and ${h.runs - 1} later run(s): it continued as new)` : ''}`,
     ...(h.steps.length ? ['  steps:', ...h.steps.map((s) => `    ${s}`)] : []),
-    ...h.entries.map((e) => `  ${e.at}  ${e.kind.padEnd(8)} ${e.text}`),
+    ...(h.analysis ? [
+      `  analysis every ${h.analysis.intervalSeconds} s, while requests reach the canary; each metric's query:`,
+      ...h.analysis.queries.map((q) => `    ${q.metric} (${q.range}${q.dryRun ? ', dry run: never decides' : ''}): ${q.query}`),
+    ] : []),
+    ...h.entries.map((e) => `  ${e.at}  ${e.kind.padEnd(8)} ${e.text}${e.ignored ? ` (ignored: ${e.ignored})` : ''}`),
   ].join('\n')).join('\n\n');
 }

@@ -1,13 +1,13 @@
 // The client side of Releases: one promote, abort, pause or resume for a whole Release, and its state.
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import { releaseQuery, releaseUpdates, releaseWorkflowId, type ControlAction, type ReleaseState } from '../workflows/contract.ts';
-import { requester } from './control.ts';
+import { localUser } from './control.ts';
 
-/** Sends a control action to a Release's workflow as a validated update; returns the Release's state after it. */
-export async function controlRelease(client: Client, action: ControlAction, namespace: string, name: string, reason?: string): Promise<{ accepted: boolean; note: string; state: ReleaseState }> {
+/** Sends a control action to a Release's workflow as a validated update, asked by `by`; returns the Release's state after it. */
+export async function controlRelease(client: Client, action: ControlAction, namespace: string, name: string, reason?: string, by = localUser()): Promise<{ accepted: boolean; note: string; state: ReleaseState }> {
   const handle = client.workflow.getHandle(releaseWorkflowId(namespace, name));
   try {
-    const state = await handle.executeUpdate(releaseUpdates[action], { args: [{ by: requester(), ...(reason ? { reason } : {}) }] });
+    const state = await handle.executeUpdate(releaseUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
     return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) throw new Error(`no workflow for Release ${namespace}/${name} (is it there? kubectl -n ${namespace} get release ${name})`, { cause: err });

@@ -200,10 +200,10 @@ interface Merged {
   namespace: string | undefined;
 }
 
-/** The namespace of the default kubeconfig's current context (kubectl's default namespace), else 'default'. */
-export function defaultNamespaceOf(env: NodeJS.ProcessEnv = process.env): string {
+/** The namespace of the current context of the kubeconfig at `path`, else the default one (kubectl's default namespace), else 'default'. */
+export function defaultNamespaceOf(env: NodeJS.ProcessEnv = process.env, path?: string): string {
   try {
-    const files = kubeconfigFiles(undefined, env);
+    const files = kubeconfigFiles(path, env);
     if (files.length) return merge(files).namespace ?? 'default';
     return readFileSync(`${serviceAccount}/namespace`, 'utf8').trim() || 'default';
   } catch {

@@ -1,5 +1,13 @@
 import { Command, Option } from 'commander';
 
+/**
+ * What a client of the operator's workflows needs (the CLI's promote, status, history...): the Temporal connection,
+ * the payload keys, and the kubeconfig (who is asking, the default namespace).
+ */
+export type ClientConfig = Pick<OperatorConfig,
+  'kubeconfig' | 'temporalAddress' | 'temporalNamespace' | 'temporalTlsCert' | 'temporalTlsKey' | 'temporalTlsCa' | 'temporalTlsServerName'
+  | 'temporalApiKey' | 'payloadEncryptionKeyFile'>;
+
 /** Everything the operator process is configured with (flags, each with an environment variable). */
 export interface OperatorConfig {
   kubeconfig?: string;
@@ -54,18 +62,28 @@ const bool = (v: string) => {
   throw new Error(`not a boolean: ${v}`);
 };
 
-/** Adds the operator's options to a commander command. */
+/** Adds a client's options to a commander command: the Temporal connection, the payload keys, the kubeconfig. */
+export function withClientOptions(cmd: Command): Command {
+  const options = [
+    new Option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)').env('KUBECONFIG'),
+    new Option('--temporal-address <host:port>', 'Temporal frontend address').env('TEMPORAL_ADDRESS').default('localhost:7233'),
+    new Option('--temporal-namespace <ns>', 'Temporal namespace').env('TEMPORAL_NAMESPACE').default('default'),
+    new Option('--temporal-tls-cert <path>', 'client certificate for mTLS').env('TEMPORAL_TLS_CERT'),
+    new Option('--temporal-tls-key <path>', 'client key for mTLS').env('TEMPORAL_TLS_KEY'),
+    new Option('--temporal-tls-ca <path>', 'CA that signed the Temporal server certificate').env('TEMPORAL_TLS_CA'),
+    new Option('--temporal-tls-server-name <name>', 'TLS server name override').env('TEMPORAL_TLS_SERVER_NAME'),
+    new Option('--temporal-api-key <key>', 'API key (Temporal Cloud); implies TLS').env('TEMPORAL_API_KEY'),
+    payloadKeyFileOption(),
+  ];
+  // Apart in --help: a client command's own flags come first.
+  for (const o of options) cmd.addOption(o.helpGroup('Connection:'));
+  return cmd;
+}
+
+/** Adds the operator's options to a commander command: a client's, and what the operator process alone needs. */
 export function withOperatorOptions(cmd: Command): Command {
-  return cmd
-    .addOption(new Option('--kubeconfig <path>', 'kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)').env('KUBECONFIG'))
-    .addOption(new Option('--temporal-address <host:port>', 'Temporal frontend address').env('TEMPORAL_ADDRESS').default('localhost:7233'))
-    .addOption(new Option('--temporal-namespace <ns>', 'Temporal namespace').env('TEMPORAL_NAMESPACE').default('default'))
+  return withClientOptions(cmd)
     .addOption(new Option('--task-queue <name>', 'Temporal task queue shared by watcher and workers').env('TASK_QUEUE').default('application-operator'))
-    .addOption(new Option('--temporal-tls-cert <path>', 'client certificate for mTLS').env('TEMPORAL_TLS_CERT'))
-    .addOption(new Option('--temporal-tls-key <path>', 'client key for mTLS').env('TEMPORAL_TLS_KEY'))
-    .addOption(new Option('--temporal-tls-ca <path>', 'CA that signed the Temporal server certificate').env('TEMPORAL_TLS_CA'))
-    .addOption(new Option('--temporal-tls-server-name <name>', 'TLS server name override').env('TEMPORAL_TLS_SERVER_NAME'))
-    .addOption(new Option('--temporal-api-key <key>', 'API key (Temporal Cloud); implies TLS').env('TEMPORAL_API_KEY'))
     .addOption(new Option('--temporal-ui-url <url>', 'Temporal UI base URL, linked from each Application status').env('TEMPORAL_UI_URL'))
     .addOption(new Option('--namespaces <list>', 'comma-separated namespaces to watch (default: all)').env('WATCH_NAMESPACES').default(''))
     .addOption(new Option('--mode <mode>', 'run the watcher, a worker, or both').choices(['all', 'watcher', 'worker']).env('OPERATOR_MODE').default('all'))
@@ -88,8 +106,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-renew-deadline-seconds <s>', 'the leader gives up leading when it could not renew for this long').env('LEASE_RENEW_DEADLINE_SECONDS').argParser(int).default(10))
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
     .addOption(new Option('--shutdown-timeout-seconds <s>', 'after SIGTERM or SIGINT, exit (with code 1) if stopping takes longer than this; keep it under the pod\'s terminationGracePeriodSeconds').env('SHUTDOWN_TIMEOUT_SECONDS').argParser(int).default(20))
-    .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
-    .addOption(payloadKeyFileOption());
+    .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'));
 }
 
 /** The payload codec's key file option, shared by every command that encrypts or decrypts payloads. */
@@ -97,12 +114,27 @@ export function payloadKeyFileOption(): Option {
   return new Option('--payload-encryption-key-file <path>', 'AES-256-GCM keys (base64, one per line, current first) that encrypt workflow payloads; or set PAYLOAD_ENCRYPTION_KEY').env('PAYLOAD_ENCRYPTION_KEY_FILE');
 }
 
+const stringOption = (opts: Record<string, unknown>, k: string) => (typeof opts[k] === 'string' && opts[k] !== '' ? (opts[k]) : undefined);
+
+/** The parsed options of a command built with withClientOptions. */
+export function clientConfig(opts: Record<string, unknown>): ClientConfig {
+  const cfg: ClientConfig = {
+    temporalAddress: stringOption(opts, 'temporalAddress') ?? 'localhost:7233',
+    temporalNamespace: stringOption(opts, 'temporalNamespace') ?? 'default',
+  };
+  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'payloadEncryptionKeyFile'] as const) {
+    const v = stringOption(opts, k);
+    if (v) cfg[k] = v;
+  }
+  if (Boolean(cfg.temporalTlsCert) !== Boolean(cfg.temporalTlsKey)) throw new Error('--temporal-tls-cert and --temporal-tls-key go together');
+  return cfg;
+}
+
 /** The parsed options of a command built with withOperatorOptions. */
 export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
-  const str = (k: string) => (typeof opts[k] === 'string' && opts[k] !== '' ? (opts[k]) : undefined);
+  const str = (k: string) => stringOption(opts, k);
   const cfg: OperatorConfig = {
-    temporalAddress: str('temporalAddress') ?? 'localhost:7233',
-    temporalNamespace: str('temporalNamespace') ?? 'default',
+    ...clientConfig(opts),
     taskQueue: str('taskQueue') ?? 'application-operator',
     namespaces: (str('namespaces') ?? '').split(',').map((s) => s.trim()).filter(Boolean),
     mode: (str('mode') ?? 'all') as OperatorConfig['mode'],
@@ -125,11 +157,10 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     leaseRetryPeriodSeconds: (opts['leaseRetryPeriodSeconds'] as number | undefined) ?? 2,
     shutdownTimeoutSeconds: (opts['shutdownTimeoutSeconds'] as number | undefined) ?? 20,
   };
-  for (const k of ['kubeconfig', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName', 'temporalApiKey', 'temporalUiUrl', 'workflowBundle', 'payloadEncryptionKeyFile', 'prometheusAddress'] as const) {
+  for (const k of ['temporalUiUrl', 'workflowBundle', 'prometheusAddress'] as const) {
     const v = str(k);
     if (v) cfg[k] = v;
   }
-  if (Boolean(cfg.temporalTlsCert) !== Boolean(cfg.temporalTlsKey)) throw new Error('--temporal-tls-cert and --temporal-tls-key go together');
   // As in client-go: the leader must give up before its Lease can expire, and retry several times before that.
   if (cfg.leaderElect && !(cfg.leaseRetryPeriodSeconds < cfg.leaseRenewDeadlineSeconds && cfg.leaseRenewDeadlineSeconds < cfg.leaseDurationSeconds)) {
     throw new Error('leader election needs --lease-retry-period-seconds < --lease-renew-deadline-seconds < --lease-duration-seconds');

@@ -3,11 +3,11 @@ import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import { readFile } from 'node:fs/promises';
 import { AesGcmPayloadCodec, loadPayloadKeys } from './codec.ts';
-import type { OperatorConfig } from './config.ts';
+import type { ClientConfig, OperatorConfig } from './config.ts';
 
 type TlsOptions = ConnectionOptions['tls'];
 
-async function tlsOptions(cfg: OperatorConfig): Promise<TlsOptions> {
+async function tlsOptions(cfg: ClientConfig): Promise<TlsOptions> {
   if (!cfg.temporalTlsCert && !cfg.temporalTlsCa && !cfg.temporalApiKey) return undefined;
   return {
     ...(cfg.temporalTlsCert && cfg.temporalTlsKey
@@ -19,7 +19,7 @@ async function tlsOptions(cfg: OperatorConfig): Promise<TlsOptions> {
 }
 
 /** A client connection to Temporal with the configured TLS / API key. */
-export async function connectClient(cfg: OperatorConfig): Promise<{ client: Client; connection: Connection }> {
+export async function connectClient(cfg: ClientConfig): Promise<{ client: Client; connection: Connection }> {
   const tls = await tlsOptions(cfg);
   const connection = await Connection.connect({
     address: cfg.temporalAddress,

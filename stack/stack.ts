@@ -1,7 +1,5 @@
 import { execFile } from 'node:child_process';
 import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
-import { request } from 'node:https';
-import { request as httpRequest, type ClientRequest, type IncomingMessage } from 'node:http';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -11,6 +9,7 @@ import { assertBuilt } from './build.ts';
 import { addDataPlane, assertDataPlaneChoice, dataPlaneEnvLines, ensurePodNetwork, nodePodCapacity, startDataPlane, stopDataPlane, type DataPlaneInfo } from './dataplane.ts';
 import { podsPerNodeDefault } from './pod-cidr.ts';
 import { ensurePki, type Pki } from './pki.ts';
+import { httpGet, type HttpAnswer } from '../lib/http.ts';
 import { assertPortFree, freePort } from '../lib/net.ts';
 import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -357,37 +356,9 @@ async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: n
   await writeFile(join(stateDir, 'kwok.yaml'), docs.map((d) => stringify(d)).join('---\n'));
 }
 
-/** What a GET of a health endpoint answered. */
-interface HttpAnswer {
-  url: string;
-  status: number;
-  body: string;
-}
-
-/**
- * GETs a URL within 3 s; rejects naming the URL and the cause (refused, timed out). Over https with `pki`, the
- * stack's CA and admin client certificate; with null, without checking the server (the scheduler's own certificate).
- */
+/** A GET over https with the stack's CA and admin client certificate; with null, without checking the server (the scheduler's own certificate). */
 function httpsGet(url: string, pki: PemPki | null): Promise<HttpAnswer> {
-  const tls = pki ? { ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem } : { rejectUnauthorized: false };
-  return get(url, (cb) => request(url, { ...tls, timeout: 3000 }, cb));
-}
-
-function httpGet(url: string): Promise<HttpAnswer> {
-  return get(url, (cb) => httpRequest(url, { timeout: 3000 }, cb));
-}
-
-function get(url: string, send: (cb: (r: IncomingMessage) => void) => ClientRequest): Promise<HttpAnswer> {
-  return new Promise((res, rej) => {
-    const req = send((r) => {
-      let body = '';
-      r.on('data', (d: Buffer) => (body += d.toString()));
-      r.on('end', () => res({ url, status: r.statusCode ?? 0, body }));
-    });
-    req.on('error', (err) => rej(new Error(`GET ${url}: ${err.message}`)));
-    req.on('timeout', () => req.destroy(new Error('no answer within 3 s')));
-    req.end();
-  });
+  return httpGet(url, { tls: pki ? { ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem } : { rejectUnauthorized: false } });
 }
 
 /** Runs the cached kubectl against the stack. */

@@ -4,39 +4,16 @@
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { RELEASE_ANNOTATION } from '../../api/constants.ts';
-import { readRouteWeights } from '../../render/istio.ts';
 import { startServer, stopServer, unreadyImage } from '../../stack/stack.ts';
 import { rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
-import { virtualService } from '../../testkit/canary.ts';
+import { applyAsUser, closeTemporal, getApp, temporalClient, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { ownStack } from '../../testkit/env.ts';
+import { assertRunsStable, meshApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
-
-const meshApp = (ns: string, name: string) => appManifest(ns, name, {
-  image: `registry.example/${name}:1.0`, replicas: 1,
-  serviceMesh: { enabled: true, canary: { healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '2s' } } },
-});
-const release = (ns: string, name: string, spec: Json) => ({ apiVersion: 'myapp.example.com/v1', kind: 'Release', metadata: { name, namespace: ns }, spec });
-const getRelease = (ns: string, name: string) => getObject('myapp.example.com/v1', 'Release', ns, name);
-
-async function waitRelease(ns: string, name: string, what: string, ok: (r: Json) => boolean, timeoutMs = 180_000): Promise<Json> {
-  return (await waitForObject(`release ${name}: ${what}`, () => getRelease(ns, name), (r) => Boolean(r && ok(r)), timeoutMs))!;
-}
 
 /** The release is in `wave` and the canary of `app` is in its timed pause. */
 const midWave = (wave: number, app: string) => (r: Json) => r.status?.wave === wave
   && r.status.applications?.some((a: Json) => a.name === app && a.phase === 'Progressing' && /^Paused/.test(a.message ?? ''));
-
-async function assertRunsStable(ns: string, name: string, image: string): Promise<void> {
-  const app = await waitForObject(`${name} runs ${image}`, () => getApp(ns, name),
-    (a) => a?.spec?.image === image && a.status?.phase === 'Running' && a.status.observedGeneration === a.metadata.generation, 120_000);
-  assert.equal(app!.spec.serviceMesh.canary.enabled, false, `${name}'s canary switched off`);
-  await waitForObject(`${name}'s Deployment runs ${image}`, () => getDeployment(ns, name), (d) => d?.spec?.template?.spec?.containers?.[0]?.image === image && d.status?.availableReplicas >= 1, 120_000);
-  assert.equal(await getDeployment(ns, `${name}-canary`), null, `${name}-canary removed`);
-  assert.deepEqual({ ...readRouteWeights(await virtualService(ns, name)) }, { stable: 100, canary: 0, total: 100, headerRoute: false, mirror: 0 }, `${name}: all traffic on stable`);
-  assert.equal(app!.metadata.annotations?.[RELEASE_ANNOTATION], undefined, `${name} let go by the release`);
-}
 
 /** How many rollout workflow runs `app` has had: a fault must not start a canary twice. */
 async function rolloutRuns(ns: string, app: string): Promise<number> {
@@ -56,23 +33,23 @@ describe('releases survive crashes', () => {
   it('SIGKILL mid-wave 1, then a Temporal server restart mid-wave 2: every wave is promoted once, in order', async () => {
     const stack = await ownStack();
     const steps = [{ setWeight: 50 }, { pause: { duration: '6s' } }];
-    await applyAsUser(release(s.ns, 'launch', {
+    await applyAsUser(releaseManifest(s.ns, 'launch', {
       steps, pauseBetweenWaves: { duration: '2s' },
       waves: [{ name: 'backend', applications: [{ name: 'orders', canaryVersion: '2.0' }] }, { name: 'frontends', applications: [{ name: 'web', canaryVersion: '2.0' }, { name: 'mobile', canaryVersion: '2.0' }] }],
     }));
 
-    await waitRelease(s.ns, 'launch', 'wave 1 mid-pause', midWave(1, 'orders'));
+    await waitRelease(s.ns, 'launch', midWave(1, 'orders'), 'wave 1 mid-pause', 180_000);
     await s.op.stop('SIGKILL');
     await sleep(3000);
     await s.op.restart();
 
-    await waitRelease(s.ns, 'launch', 'wave 2 mid-pause', midWave(2, 'web'));
+    await waitRelease(s.ns, 'launch', midWave(2, 'web'), 'wave 2 mid-pause', 180_000);
     await closeTemporal();
     await stopServer(stack, 'temporal', 'SIGKILL');
     await sleep(2000);
     await startServer(stack, 'temporal');
 
-    const rel = await waitRelease(s.ns, 'launch', 'Promoted', (r) => r.status?.phase === 'Promoted', 240_000);
+    const rel = await waitRelease(s.ns, 'launch', releasePhaseIs('Promoted'), 'Promoted', 240_000);
     assert.deepEqual(rel.status.applications.map((a: Json) => `${a.wave}:${a.name}:${a.phase}`), ['1:orders:Promoted', '2:web:Promoted', '2:mobile:Promoted']);
     for (const name of ['orders', 'web', 'mobile']) {
       await assertRunsStable(s.ns, name, `registry.example/${name}:2.0`);
@@ -85,15 +62,15 @@ describe('releases survive crashes', () => {
   });
 
   it('SIGKILL during the rollback of a failed wave 2: wave 1 is still put back and the release ends RolledBack', async () => {
-    await applyAsUser(release(s.ns, 'bad', {
+    await applyAsUser(releaseManifest(s.ns, 'bad', {
       steps: [{ setWeight: 50 }, { pause: { duration: '1s' } }],
       waves: [{ applications: [{ name: 'api', canaryVersion: '2.0' }] }, { applications: [{ name: 'cart', canaryVersion: 'broken', image: unreadyImage }] }],
     }));
-    await waitRelease(s.ns, 'bad', 'rolling back', (r) => r.status?.phase === 'RollingBack' || r.status?.phase === 'RolledBack');
+    await waitRelease(s.ns, 'bad', (r) => r.status?.phase === 'RollingBack' || r.status?.phase === 'RolledBack', 'rolling back', 180_000);
     await s.op.stop('SIGKILL');
     await sleep(2000);
     await s.op.restart();
-    const rel = await waitRelease(s.ns, 'bad', 'RolledBack', (r) => r.status?.phase === 'RolledBack', 240_000);
+    const rel = await waitRelease(s.ns, 'bad', releasePhaseIs('RolledBack'), 'RolledBack', 240_000);
     assert.equal(rel.status.failedApplication, 'cart');
     assert.deepEqual(Object.fromEntries(rel.status.applications.map((a: Json) => [a.name, a.phase])), { api: 'Reverted', cart: 'Failed' });
     await assertRunsStable(s.ns, 'api', 'registry.example/api:1.0');

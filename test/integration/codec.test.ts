@@ -19,7 +19,7 @@ type Cfg = Pick<OperatorConfig, 'temporalAddress' | 'temporalNamespace' | 'paylo
 async function runSleeper(cfg: Cfg, token: string): Promise<{ result: string; historyBytes: Buffer; workflowId: string }> {
   const taskQueue = `codec-${randomUUID()}`;
   const workflowId = `codec-${randomUUID()}`;
-  const { client, connection } = await connectClient(cfg as OperatorConfig);
+  const { client, connection } = await connectClient(cfg);
   const native = await NativeConnection.connect({ address: cfg.temporalAddress });
   try {
     const worker = await Worker.create({

@@ -6,34 +6,13 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { appStatus, control } from '../../client/control.ts';
 import { controlRelease } from '../../client/release.ts';
 import { RELEASE_ANNOTATION } from '../../api/constants.ts';
-import { readRouteWeights } from '../../render/istio.ts';
 import { unreadyImage } from '../../stack/stack.ts';
-import { appManifest, applyAsUser, eventsOf, getApp, getDeployment, getObject, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
-import { virtualService } from '../../testkit/canary.ts';
+import { applyAsUser, eventsOf, getApp, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { eventually } from '../../lib/poll.ts';
+import { assertRunsStable, getRelease, meshApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
 
 const steps = [{ setWeight: 50 }, { pause: { duration: '1s' } }];
-const meshApp = (ns: string, name: string) => appManifest(ns, name, {
-  image: `registry.example/${name}:1.0`, replicas: 1,
-  serviceMesh: { enabled: true, canary: { healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '2s' } } },
-});
-const release = (ns: string, name: string, spec: Json) => ({ apiVersion: 'myapp.example.com/v1', kind: 'Release', metadata: { name, namespace: ns }, spec });
-const getRelease = (ns: string, name: string) => getObject('myapp.example.com/v1', 'Release', ns, name);
-
-async function waitRelease(ns: string, name: string, ok: (r: Json) => boolean, what: string, timeoutMs = 120_000): Promise<Json> {
-  return (await waitForObject(`release ${name} ${what}`, () => getRelease(ns, name), (r) => Boolean(r && ok(r)), timeoutMs))!;
-}
-
-const phaseIs = (phase: string) => (r: Json) => r.status?.phase === phase;
-
-async function assertRunsStable(ns: string, name: string, image: string): Promise<void> {
-  const app = await waitForObject(`${name} runs ${image}`, () => getApp(ns, name), (a) => a?.spec?.image === image && a.status?.phase === 'Running' && a.status.observedGeneration === a.metadata.generation, 90_000);
-  assert.equal(app!.spec.serviceMesh.canary.enabled, false);
-  await waitForObject(`${name}'s Deployment runs ${image}`, () => getDeployment(ns, name), (d) => d?.spec?.template?.spec?.containers?.[0]?.image === image && d.status?.availableReplicas >= 1, 90_000);
-  assert.deepEqual({ ...readRouteWeights(await virtualService(ns, name)) }, { stable: 100, canary: 0, total: 100, headerRoute: false, mirror: 0 }, `${name}: all traffic on stable`);
-  assert.equal(app!.metadata.annotations?.[RELEASE_ANNOTATION], undefined, `${name} let go by the release`);
-}
 
 describe('Releases', () => {
   const s = operatorSuite('release');
@@ -46,8 +25,8 @@ describe('Releases', () => {
   });
 
   it('three Applications in two waves are promoted in order; each CR ends with its new image and no canary', async () => {
-    await applyAsUser(release(s.ns, 'launch', { steps, waves: [{ name: 'backend', applications: [{ name: 'backend', canaryVersion: '2.0' }] }, { applications: [{ name: 'web', canaryVersion: '2.0' }, { name: 'mobile', canaryVersion: '2.0', image: 'registry.example/mobile:2.0-rc' }] }] }));
-    const rel = await waitRelease(s.ns, 'launch', phaseIs('Promoted'), 'Promoted');
+    await applyAsUser(releaseManifest(s.ns, 'launch', { steps, waves: [{ name: 'backend', applications: [{ name: 'backend', canaryVersion: '2.0' }] }, { applications: [{ name: 'web', canaryVersion: '2.0' }, { name: 'mobile', canaryVersion: '2.0', image: 'registry.example/mobile:2.0-rc' }] }] }));
+    const rel = await waitRelease(s.ns, 'launch', releasePhaseIs('Promoted'), 'Promoted');
     assert.equal(rel.status.wave, 2);
     assert.deepEqual(rel.status.applications.map((a: Json) => `${a.name}:${a.phase}`), ['backend:Promoted', 'web:Promoted', 'mobile:Promoted']);
     for (const [name, image] of [['backend', 'registry.example/backend:2.0'], ['web', 'registry.example/web:2.0'], ['mobile', 'registry.example/mobile:2.0-rc']] as const) {
@@ -60,11 +39,11 @@ describe('Releases', () => {
   });
 
   it('a canary failing in wave 2 stops the wave and puts wave 1 back, last first; every route ends on stable', async () => {
-    await applyAsUser(release(s.ns, 'bad', {
+    await applyAsUser(releaseManifest(s.ns, 'bad', {
       steps,
       waves: [{ applications: [{ name: 'api', canaryVersion: '2.0' }, { name: 'shop', canaryVersion: '2.0' }] }, { applications: [{ name: 'cart', canaryVersion: 'broken', image: unreadyImage }, { name: 'pay', canaryVersion: '2.0' }] }],
     }));
-    const rel = await waitRelease(s.ns, 'bad', phaseIs('RolledBack'), 'RolledBack', 180_000);
+    const rel = await waitRelease(s.ns, 'bad', releasePhaseIs('RolledBack'), 'RolledBack', 180_000);
     assert.equal(rel.status.failedApplication, 'cart');
     assert.match(rel.status.message, /rolled back: canary broken of cart RolledBack: .*health gate failed/);
     const phases = Object.fromEntries(rel.status.applications.map((a: Json) => [a.name, a.phase]));
@@ -78,7 +57,7 @@ describe('Releases', () => {
   });
 
   it('one control for all: a wave waiting for a promote, a pause and a resume, and an abort during the pause between waves', async () => {
-    await applyAsUser(release(s.ns, 'held', {
+    await applyAsUser(releaseManifest(s.ns, 'held', {
       steps, pauseBetweenWaves: {},
       waves: [{ applications: [{ name: 'mail', canaryVersion: '2.0' }] }, { applications: [{ name: 'solo', canaryVersion: '2.0' }], steps: [{ setWeight: 50 }, { pause: { duration: '10m' } }] }],
     }));
@@ -98,12 +77,12 @@ describe('Releases', () => {
     assert.equal((await getRelease(s.ns, 'held'))?.status?.phase, 'Progressing');
     // A promote of the release is: solo promotes long before its 10 minutes.
     await controlRelease(client, 'promote', s.ns, 'held');
-    await waitRelease(s.ns, 'held', phaseIs('Promoted'), 'Promoted');
+    await waitRelease(s.ns, 'held', releasePhaseIs('Promoted'), 'Promoted');
 
-    await applyAsUser(release(s.ns, 'stopped', { steps, pauseBetweenWaves: {}, waves: [{ applications: [{ name: 'left', canaryVersion: '2.0' }] }, { applications: [{ name: 'right', canaryVersion: '2.0' }] }] }));
+    await applyAsUser(releaseManifest(s.ns, 'stopped', { steps, pauseBetweenWaves: {}, waves: [{ applications: [{ name: 'left', canaryVersion: '2.0' }] }, { applications: [{ name: 'right', canaryVersion: '2.0' }] }] }));
     await waitRelease(s.ns, 'stopped', (r) => r.status?.phase === 'Paused', 'paused between waves');
     await controlRelease(client, 'abort', s.ns, 'stopped', 'change freeze');
-    const aborted = await waitRelease(s.ns, 'stopped', phaseIs('Aborted'), 'Aborted');
+    const aborted = await waitRelease(s.ns, 'stopped', releasePhaseIs('Aborted'), 'Aborted');
     assert.match(aborted.status.message, /aborted by .*: change freeze/);
     await assertRunsStable(s.ns, 'left', 'registry.example/left:1.0');
     assert.equal((await getApp(s.ns, 'right'))!.status?.canary?.phase, undefined, 'wave 2 never started');
@@ -113,7 +92,7 @@ describe('Releases', () => {
   });
 
   it('an Application\'s own controls work inside a wave: one canary promoted early, another aborted, which rolls the release back', async () => {
-    await applyAsUser(release(s.ns, 'mixed', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'north', canaryVersion: '2.0' }, { name: 'south', canaryVersion: '2.0' }] }] }));
+    await applyAsUser(releaseManifest(s.ns, 'mixed', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'north', canaryVersion: '2.0' }, { name: 'south', canaryVersion: '2.0' }] }] }));
     for (const name of ['north', 'south']) await waitForObject(`${name} waits for a promote`, () => getApp(s.ns, name), (a) => a?.status?.canary?.phase === 'Paused', 90_000);
     const client = await temporalClient();
     await control(client, 'promote', s.ns, 'north');
@@ -121,7 +100,7 @@ describe('Releases', () => {
     const waiting = await waitRelease(s.ns, 'mixed', (r) => r.status?.applications?.find((a: Json) => a.name === 'north')?.phase === 'Promoted', 'north counted as promoted');
     assert.equal(waiting.status.phase, 'Progressing', 'the wave still waits for south');
     await control(client, 'abort', s.ns, 'south', 'bad latency');
-    const rel = await waitRelease(s.ns, 'mixed', phaseIs('RolledBack'), 'RolledBack');
+    const rel = await waitRelease(s.ns, 'mixed', releasePhaseIs('RolledBack'), 'RolledBack');
     assert.equal(rel.status.failedApplication, 'south');
     assert.match(rel.status.message, /canary 2\.0 of south Aborted/);
     await assertRunsStable(s.ns, 'north', 'registry.example/north:1.0');
@@ -129,40 +108,40 @@ describe('Releases', () => {
   });
 
   it('conflicts are refused with a status message: a missing Application, one in another running Release, one running its own canary', async () => {
-    await applyAsUser(release(s.ns, 'ghost', { waves: [{ applications: [{ name: 'nosuchapp', canaryVersion: '2.0' }] }] }));
-    const ghost = await waitRelease(s.ns, 'ghost', phaseIs('Failed'), 'Failed');
+    await applyAsUser(releaseManifest(s.ns, 'ghost', { waves: [{ applications: [{ name: 'nosuchapp', canaryVersion: '2.0' }] }] }));
+    const ghost = await waitRelease(s.ns, 'ghost', releasePhaseIs('Failed'), 'Failed');
     assert.match(ghost.status.message, /refused: Application nosuchapp does not exist/);
 
-    await applyAsUser(release(s.ns, 'first', { steps: [{ setWeight: 10 }, { pause: {} }], waves: [{ applications: [{ name: 'taken', canaryVersion: '2.0' }] }] }));
+    await applyAsUser(releaseManifest(s.ns, 'first', { steps: [{ setWeight: 10 }, { pause: {} }], waves: [{ applications: [{ name: 'taken', canaryVersion: '2.0' }] }] }));
     await waitForObject('taken claimed', () => getApp(s.ns, 'taken'), (a) => a?.metadata?.annotations?.[RELEASE_ANNOTATION] === 'first', 60_000);
-    await applyAsUser(release(s.ns, 'second', { waves: [{ applications: [{ name: 'taken', canaryVersion: '3.0' }] }] }));
-    const second = await waitRelease(s.ns, 'second', phaseIs('Failed'), 'Failed');
+    await applyAsUser(releaseManifest(s.ns, 'second', { waves: [{ applications: [{ name: 'taken', canaryVersion: '3.0' }] }] }));
+    const second = await waitRelease(s.ns, 'second', releasePhaseIs('Failed'), 'Failed');
     assert.match(second.status.message, /Application taken is already in Release first, which is running/);
 
     await kube(['-n', s.ns, 'patch', 'application', 'busy', '--type=merge', '-p', JSON.stringify({ spec: { serviceMesh: { canary: { enabled: true, canaryVersion: 'own', steps: [{ setWeight: 10 }, { pause: {} }] } } } })]);
     await waitForObject('busy runs its own canary', () => getApp(s.ns, 'busy'), (a) => a?.status?.canary?.phase === 'Paused', 60_000);
-    await applyAsUser(release(s.ns, 'third', { waves: [{ applications: [{ name: 'busy', canaryVersion: '2.0' }] }] }));
-    const third = await waitRelease(s.ns, 'third', phaseIs('Failed'), 'Failed');
+    await applyAsUser(releaseManifest(s.ns, 'third', { waves: [{ applications: [{ name: 'busy', canaryVersion: '2.0' }] }] }));
+    const third = await waitRelease(s.ns, 'third', releasePhaseIs('Failed'), 'Failed');
     assert.match(third.status.message, /Application busy already runs its own canary \(own, Paused\)/);
     assert.equal((await getApp(s.ns, 'busy'))!.spec.serviceMesh.canary.canaryVersion, 'own', 'untouched');
     await controlRelease(await temporalClient(), 'abort', s.ns, 'first');
-    await waitRelease(s.ns, 'first', phaseIs('Aborted'), 'Aborted');
+    await waitRelease(s.ns, 'first', releasePhaseIs('Aborted'), 'Aborted');
   });
 
   it('deleting a Release mid-flight compensates it first; deleting one of its Applications fails the wave with a clear reason', async () => {
-    await applyAsUser(release(s.ns, 'removed', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'doomed', canaryVersion: '2.0' }] }] }));
+    await applyAsUser(releaseManifest(s.ns, 'removed', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'doomed', canaryVersion: '2.0' }] }] }));
     await waitForObject('doomed canary running', () => getApp(s.ns, 'doomed'), (a) => a?.status?.canary?.phase === 'Paused', 60_000);
     await kube(['-n', s.ns, 'delete', 'release', 'removed', '--wait=true', '--timeout=120s']);
     assert.equal(await getRelease(s.ns, 'removed'), null);
     await assertRunsStable(s.ns, 'doomed', 'registry.example/doomed:1.0');
     assert.equal((await getApp(s.ns, 'doomed'))!.status.canary.phase, 'Aborted');
 
-    await applyAsUser(release(s.ns, 'orphaned', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'keep', canaryVersion: '2.0' }] }, { applications: [{ name: 'vanish', canaryVersion: '2.0' }] }] }));
+    await applyAsUser(releaseManifest(s.ns, 'orphaned', { steps: [{ setWeight: 20 }, { pause: {} }], waves: [{ applications: [{ name: 'keep', canaryVersion: '2.0' }] }, { applications: [{ name: 'vanish', canaryVersion: '2.0' }] }] }));
     await waitRelease(s.ns, 'orphaned', (r) => r.status?.wave === 1 && r.status.applications?.[0]?.phase === 'Progressing', 'wave 1 running');
     await controlRelease(await temporalClient(), 'promote', s.ns, 'orphaned');
     await waitForObject('vanish canary running', () => getApp(s.ns, 'vanish'), (a) => a?.status?.canary?.phase === 'Paused', 90_000);
     await kube(['-n', s.ns, 'delete', 'application', 'vanish', '--wait=false']);
-    const rel = await waitRelease(s.ns, 'orphaned', phaseIs('RolledBack'), 'RolledBack');
+    const rel = await waitRelease(s.ns, 'orphaned', releasePhaseIs('RolledBack'), 'RolledBack');
     assert.equal(rel.status.failedApplication, 'vanish');
     assert.match(rel.status.message, /Application vanish was deleted during its wave/);
     await assertRunsStable(s.ns, 'keep', 'registry.example/keep:1.0');

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { applicationSchema, canaryImage, parseApplication, parseDuration } from '../../api/application.ts';
+import { applicationSchema, canaryImage, canonicalMountPath, parseApplication, parseDuration } from '../../api/application.ts';
 import { clusterApp, withCanary } from '../fixtures/applications.ts';
 import { application, specExamples } from '../fixtures/spec-examples.ts';
 import type { CreateExample } from '../fixtures/spec-examples.ts';
@@ -138,5 +138,18 @@ describe('canaryImage', () => {
 
   test('throws when there is no canary version', () => {
     assert.throws(() => canaryImage(clusterApp().spec), /neither an image nor a canaryVersion/);
+  });
+});
+
+describe('canonical mount paths', () => {
+  test('canonicalMountPath drops empty and . segments and resolves ..', () => {
+    for (const [path, canonical] of [['/etc//x', '/etc/x'], ['/etc/./x', '/etc/x'], ['/etc/x/.', '/etc/x'], ['/etc/y/../x', '/etc/x'], ['//x', '/x'], ['/.', '/'], ['/..', '/'], ['/a/b/../../c', '/c'], ['/etc/...', '/etc/...']]) {
+      assert.equal(canonicalMountPath(path ?? ''), canonical, path);
+    }
+  });
+  test('the rejection names the canonical form', () => {
+    const result = parseApplication(application('m', { image: 'nginx:1.25', configMaps: [{ name: 'cfg', mountPath: '/etc/y/../x' }] }));
+    assert.ok(!result.ok);
+    assert.match(result.message, /mountPath must be canonical: \/etc\/y\/\.\.\/x has a \.\. segment \(write \/etc\/x\)/);
   });
 });
