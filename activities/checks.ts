@@ -7,7 +7,7 @@ import { parseApplication, type Check } from '../api/application.ts';
 import { API_VERSION, FailureType, KIND } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import { renderCheckJob } from '../render/check-job.ts';
-import { describeUrl, hostRefusal, httpAnswer, httpCheckRequest, httpNoAnswer, jobCheckOutcome, type ObservedCheckPod, type ObservedJob } from '../reconcile/checks.ts';
+import { RETRY_DELAY_MS, describeUrl, hostRefusal, httpAnswer, httpCheckRequest, httpNoAnswer, jobCheckOutcome, type ObservedCheckPod, type ObservedJob } from '../reconcile/checks.ts';
 import type { ActivityDeps } from './deps.ts';
 import type { HttpCheckInput, HttpCheckResult, JobCheckObservation, JobCheckRef, StartJobCheckInput } from './types.ts';
 
@@ -41,9 +41,6 @@ async function bodyStart(res: Response): Promise<string> {
   }
   return new TextDecoder().decode(Buffer.concat(chunks).subarray(0, MAX_BODY_BYTES));
 }
-
-/** The pause between a failed attempt of an HTTP check and the next. */
-export const RETRY_DELAY_MS = 1000;
 
 /** One request of an HTTP check, within its timeout (or the activity's cancellation), redirects not followed. */
 async function attempt(url: string, request: RequestInit, timeoutMs: number): Promise<{ ok: boolean; status?: number; detail: string }> {

@@ -3,7 +3,7 @@
 // Events and the workflow's history. The activities in activities/checks.ts do the I/O around these.
 import { BlockList, isIP } from 'node:net';
 import type { CheckPhase } from '../api/constants.ts';
-import type { HttpCheck } from '../api/application.ts';
+import type { Check, HttpCheck } from '../api/application.ts';
 
 /** What a check is told about the rollout that runs it: an HTTP check's JSON body, a Job check's environment. */
 export interface CheckContext {
@@ -19,6 +19,28 @@ export interface CheckContext {
   step?: number;
   /** The canary's share of traffic (percent) when the check runs. */
   weight?: number;
+}
+
+/** The checks that run by themselves at `phase`, in the order the spec lists them. */
+export function checksAt(checks: readonly Check[] | undefined, phase: CheckPhase): Check[] {
+  return (checks ?? []).filter((c) => c.phase === phase);
+}
+
+/** The check a step names; undefined only for a spec neither the CRD nor the model would accept. */
+export function checkNamed(checks: readonly Check[] | undefined, name: string): Check | undefined {
+  return (checks ?? []).find((c) => c.name === name);
+}
+
+/** The pause between a failed attempt of an HTTP check and the next (activities/checks.ts). */
+export const RETRY_DELAY_MS = 1000;
+
+/**
+ * The longest one runHttpCheck call can take: every attempt timing out, with the pauses between them (a confirm
+ * check makes one attempt a call). A workflow's start-to-close timeout for the call should be above it.
+ */
+export function httpCheckMaxMs(http: Pick<HttpCheck, 'timeoutSeconds' | 'retries' | 'confirm'>): number {
+  const attempts = http.confirm ? 1 : 1 + http.retries;
+  return attempts * http.timeoutSeconds * 1000 + (attempts - 1) * RETRY_DELAY_MS;
 }
 
 // ---- The allowlist of hosts (--check-allowed-hosts) ----

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { JobCheck } from '../../api/application.ts';
 import { checkJobName, renderCheckJob } from '../../render/check-job.ts';
 import {
-  checkEnv, checkPayload, describeUrl, formatMs, hostRefusal, httpAnswer, httpCheckRequest, httpNoAnswer, jobCheckOutcome, messageTail, parseHostAllowlist,
+  checkEnv, checkNamed, checkPayload, checksAt, httpCheckMaxMs, describeUrl, formatMs, hostRefusal, httpAnswer, httpCheckRequest, httpNoAnswer, jobCheckOutcome, messageTail, parseHostAllowlist,
   type CheckContext, type ObservedCheckPod, type ObservedJob,
 } from '../../reconcile/checks.ts';
 import { clusterApp, UID } from '../fixtures/applications.ts';
@@ -72,6 +72,27 @@ describe('the allowlist of hosts (--check-allowed-hosts)', () => {
   test('what is no URL is refused when there is an allowlist, and left to fail by itself when there is none', () => {
     assert.match(hostRefusal(parseHostAllowlist('smoke.svc'), 'http://[nope', 'asked') ?? '', /^refused: "http:\/\/\[nope" is no URL/);
     assert.equal(hostRefusal([], 'http://[nope', 'asked'), null);
+  });
+});
+
+describe('which checks run where', () => {
+  const http = { url: 'http://smoke.svc/', method: 'POST' as const, timeoutSeconds: 10, retries: 0, confirm: false, intervalSeconds: 10 };
+  const checks = [
+    { name: 'a', phase: 'prePromotion' as const, http }, { name: 'b', http }, { name: 'c', phase: 'prePromotion' as const, http }, { name: 'd', phase: 'onRollback' as const, http },
+  ];
+
+  test('by phase, in the spec\'s order; a check without a phase runs only where a step names it', () => {
+    assert.deepEqual(checksAt(checks, 'prePromotion').map((c) => c.name), ['a', 'c']);
+    assert.deepEqual(checksAt(checks, 'beforeStart'), []);
+    assert.deepEqual(checksAt(undefined, 'onRollback'), []);
+    assert.equal(checkNamed(checks, 'b')?.name, 'b');
+    assert.equal(checkNamed(checks, 'z'), undefined);
+  });
+
+  test('the longest an HTTP check call takes: every attempt timed out, and the pauses between them', () => {
+    assert.equal(httpCheckMaxMs({ timeoutSeconds: 10, retries: 0, confirm: false }), 10_000);
+    assert.equal(httpCheckMaxMs({ timeoutSeconds: 10, retries: 2, confirm: false }), 32_000);
+    assert.equal(httpCheckMaxMs({ timeoutSeconds: 5, retries: 9, confirm: true }), 5_000, 'a confirm check asks once a call');
   });
 });
 
