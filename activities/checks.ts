@@ -11,6 +11,9 @@ import { RETRY_DELAY_MS, describeUrl, hostRefusal, httpAnswer, httpCheckRequest,
 import type { ActivityDeps } from './deps.ts';
 import type { HttpCheckInput, HttpCheckResult, JobCheckObservation, JobCheckRef, StartJobCheckInput } from './types.ts';
 
+/** How often a running HTTP check heartbeats. */
+const HEARTBEAT_MS = 2000;
+
 /** Reading more of an answer than a message quotes only costs memory: a check's verdict is its status. */
 const MAX_BODY_BYTES = 4096;
 
@@ -69,13 +72,21 @@ export async function runHttpCheck(deps: Pick<ActivityDeps, 'checkAllowedHosts'>
   if (refusal) return { verdict: 'fail', detail: refusal, attempts: 0, reason: FailureType.CheckNotAllowed };
   const request = httpCheckRequest(check.name, check.http, input.context);
   const maxAttempts = confirm ? 1 : 1 + retries;
-  for (let attempts = 1; ; attempts++) {
-    const result = await attempt(url, request, timeoutSeconds * 1000);
-    const status = result.status === undefined ? {} : { status: result.status };
-    if (result.ok) return { verdict: 'pass', ...status, detail: result.detail, attempts };
-    if (attempts >= maxAttempts) return { verdict: confirm ? 'waiting' : 'fail', ...status, detail: result.detail, attempts };
-    heartbeat(`attempt ${attempts} of ${maxAttempts}: ${result.detail}`);
-    await sleep(RETRY_DELAY_MS, undefined, { signal: Context.current().cancellationSignal });
+  let last = `attempt 1 of ${maxAttempts}`;
+  // Temporal delivers a cancellation only to an activity that heartbeats: also while an attempt waits for its answer.
+  const beating = setInterval(() => heartbeat(last), HEARTBEAT_MS);
+  try {
+    for (let attempts = 1; ; attempts++) {
+      const result = await attempt(url, request, timeoutSeconds * 1000);
+      const status = result.status === undefined ? {} : { status: result.status };
+      if (result.ok) return { verdict: 'pass', ...status, detail: result.detail, attempts };
+      if (attempts >= maxAttempts) return { verdict: confirm ? 'waiting' : 'fail', ...status, detail: result.detail, attempts };
+      last = `attempt ${attempts} of ${maxAttempts}: ${result.detail}`;
+      heartbeat(last);
+      await sleep(RETRY_DELAY_MS, undefined, { signal: Context.current().cancellationSignal });
+    }
+  } finally {
+    clearInterval(beating);
   }
 }
 

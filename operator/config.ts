@@ -92,7 +92,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
     .addOption(new Option('--shutdown-timeout-seconds <s>', 'after SIGTERM or SIGINT, exit (with code 1) if stopping takes longer than this; keep it under the pod\'s terminationGracePeriodSeconds').env('SHUTDOWN_TIMEOUT_SECONDS').argParser(int).default(20))
     .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
-    .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''))
+    .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port, or a CIDR range such as 10.0.0.0/8) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''))
     .addOption(payloadKeyFileOption());
 }
 

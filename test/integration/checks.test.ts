@@ -99,6 +99,16 @@ describe('HTTP checks against a server on 127.0.0.1', () => {
     assert.ok(took >= 3000 && took < 8000, `two 1 s attempts a second apart took ${took} ms`);
   });
 
+  it('a cancelled check stops waiting for its answer at once', async () => {
+    answers.set('/hang-long', () => 'hang');
+    const env = new MockActivityEnvironment();
+    const started = Date.now();
+    const running = env.run(runHttpCheck, {}, { namespace: 'prod', name: 'shop', check: httpCheck({ url: `${base}/hang-long`, timeoutSeconds: 60 }), context });
+    setTimeout(() => env.cancel(), 500);
+    await assert.rejects(running, (err: unknown) => err instanceof Error && err.name === 'CancelledFailure');
+    assert.ok(Date.now() - started < 5000, `cancelled after ${Date.now() - started} ms`);
+  });
+
   it('retries a failed attempt and passes when a later one answers 2xx', async () => {
     answers.set('/flaky', (n) => (n < 3 ? { status: 503, body: 'warming up' } : { status: 200, body: 'ok' }));
     const result = await activity(runHttpCheck, {}, { namespace: 'prod', name: 'shop', check: httpCheck({ url: `${base}/flaky`, retries: 3 }), context });

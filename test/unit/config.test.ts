@@ -77,6 +77,7 @@ describe('operatorConfig', () => {
       args: ['--check-allowed-hosts', 'smoke.tests.svc:8080, *.example.com'],
       changes: { checkAllowedHosts: [{ host: 'smoke.tests.svc', wildcard: false, port: 8080 }, { host: 'example.com', wildcard: true }] },
     },
+    { name: 'check hosts: a CIDR range', args: ['--check-allowed-hosts', '127.0.0.0/8'], changes: { checkAllowedHosts: [{ host: '127.0.0.0', wildcard: false, prefix: 8 }] } },
     { name: 'check hosts from the environment', args: [], env: { CHECK_ALLOWED_HOSTS: '127.0.0.1' }, changes: { checkAllowedHosts: [{ host: '127.0.0.1', wildcard: false }] } },
   ];
   for (const c of cases) test(c.name, () => assert.deepEqual(config(c.args, c.env), { ...defaults, ...c.changes }));
