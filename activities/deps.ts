@@ -1,6 +1,7 @@
 import type { Kube } from '../kube/client.ts';
 import type { Logger } from '../operator/log.ts';
 import type { Metrics } from '../operator/metrics.ts';
+import type { HostPattern } from '../reconcile/checks.ts';
 
 /** What activities need from the process that runs them. */
 export interface ActivityDeps {
@@ -12,6 +13,8 @@ export interface ActivityDeps {
   log?: Logger;
   /** The Prometheus canary analysis asks, unless an Application names its own. */
   prometheusAddress?: string;
+  /** The hosts HTTP checks and an Application's own Prometheus may be on (--check-allowed-hosts); empty or absent: any. */
+  checkAllowedHosts?: HostPattern[];
 }
 
 /** A link to the workflow in the Temporal UI. */

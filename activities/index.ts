@@ -1,7 +1,11 @@
-import type { RemoveCanaryInput, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, MetricsInput, PlanInput, ReconcileInput, RouteInput } from './types.ts';
+import type {
+  CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput,
+  StartJobCheckInput,
+} from './types.ts';
 import {
   closeCanaryStatus, finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
 } from './canary.ts';
+import { deleteJobCheck, observeJobCheck, runHttpCheck, startJobCheck } from './checks.ts';
 import type { ActivityDeps } from './deps.ts';
 import { queryMetrics } from './metrics.ts';
 import {
@@ -18,6 +22,10 @@ export function createActivities(deps: ActivityDeps) {
     prepareCanary: (input: PlanInput) => prepareCanary(deps, input),
     observeCanary: (input: RouteInput) => observeCanary(deps, input),
     queryMetrics: (input: MetricsInput) => queryMetrics(deps, input),
+    runHttpCheck: (input: HttpCheckInput) => runHttpCheck(deps, input),
+    startJobCheck: (input: StartJobCheckInput) => startJobCheck(deps, input),
+    observeJobCheck: (input: JobCheckRef) => observeJobCheck(deps, input),
+    deleteJobCheck: (input: JobCheckRef) => deleteJobCheck(deps, input),
     setCanaryRoute: (input: RouteInput) => setCanaryRoute(deps, input),
     removeCanary: (input: RemoveCanaryInput) => removeCanary(deps, input),
     promoteStable: (input: PlanInput) => promoteStable(deps, input),

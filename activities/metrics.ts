@@ -1,5 +1,8 @@
 // Asks Prometheus for the canary's metrics: each query sent as written in the plan, each answer a value or the
 // reason there is none. The verdict is the workflow's (workflows/rollout/analysis.ts); here only facts.
+import { ApplicationFailure } from '@temporalio/activity';
+import { FailureType } from '../api/constants.ts';
+import { hostRefusal } from '../reconcile/checks.ts';
 import type { ActivityDeps } from './deps.ts';
 import type { MetricsInput, MetricValue, NonFiniteSample } from './types.ts';
 
@@ -10,8 +13,17 @@ interface QueryResponse {
   data?: { resultType: string; result: unknown };
 }
 
-/** Queries Prometheus (the Application's own, else the operator's) for each metric; never throws for an answer it cannot use. */
-export async function queryMetrics(deps: Pick<ActivityDeps, 'prometheusAddress'>, input: MetricsInput): Promise<MetricValue[]> {
+/**
+ * Queries Prometheus (the Application's own, else the operator's) for each metric; never throws for an answer it
+ * cannot use. An Application's own Prometheus must be on a host --check-allowed-hosts allows: whoever writes an
+ * Application could otherwise make the operator send requests from where it runs. Another is refused for good
+ * (CheckNotAllowed) before any request; the operator's own address is its operator's choice, never refused.
+ */
+export async function queryMetrics(deps: Pick<ActivityDeps, 'prometheusAddress' | 'checkAllowedHosts'>, input: MetricsInput): Promise<MetricValue[]> {
+  if (input.address !== undefined) {
+    const refusal = hostRefusal(deps.checkAllowedHosts ?? [], input.address, `analysis.prometheusAddress of ${input.namespace}/${input.name} is ${input.address}`);
+    if (refusal) throw ApplicationFailure.nonRetryable(refusal, FailureType.CheckNotAllowed);
+  }
   const address = input.address ?? deps.prometheusAddress;
   if (!address) {
     return input.queries.map((q) => ({ name: q.name, value: null, error: 'no Prometheus to ask: set the operator\'s --prometheus-address or analysis.prometheusAddress' }));

@@ -1,5 +1,7 @@
 // Inputs and outputs of the activities, shared with the workflows that call them (as types only).
-import type { RolloutPhase, RolloutRouterName } from '../api/constants.ts';
+import type { Check } from '../api/application.ts';
+import type { FailureType, RolloutPhase, RolloutRouterName } from '../api/constants.ts';
+import type { CheckContext, JobCheckState } from '../reconcile/checks.ts';
 import type { CanaryRoute, RouteWeights } from '../routing/route.ts';
 import type { ReleasePlan } from '../workflows/release/plan.ts';
 import type { RolloutPlan } from '../workflows/rollout/plan.ts';
@@ -107,6 +109,45 @@ export interface CanaryObservation {
   asIntended: boolean;
   /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
   target: boolean;
+}
+
+export type { CheckContext } from '../reconcile/checks.ts';
+
+/** An HTTP check (check.http) of the Application namespace/name, run as the context says. */
+export interface HttpCheckInput extends CanaryRef {
+  check: Check;
+  context: CheckContext;
+}
+
+/** What an HTTP check got: `pass` (2xx), `fail` (every attempt failed), `waiting` (a confirm check not yet 2xx). */
+export interface HttpCheckResult {
+  verdict: 'pass' | 'fail' | 'waiting';
+  /** The last attempt's HTTP status, when an answer came. */
+  status?: number;
+  /** The last attempt in one line: `HTTP 503 from http://...: <the body's start>`, `timed out after 2 s waiting for ...`. */
+  detail: string;
+  /** Requests sent: 1 + the retries used; 0 when refused. */
+  attempts: number;
+  /** Why no request was sent: the host is not in --check-allowed-hosts. */
+  reason?: typeof FailureType.CheckNotAllowed;
+}
+
+/** Starts a Job check (check.job) of the Application namespace/name, run as the context says. */
+export interface StartJobCheckInput extends CanaryRef {
+  check: Check;
+  context: CheckContext;
+}
+
+/** A Job check's Job. */
+export interface JobCheckRef {
+  namespace: string;
+  jobName: string;
+}
+
+/** Where a Job check stands: running, or its end, in one line (a failure names the reason and the pod's message tail). */
+export interface JobCheckObservation {
+  state: JobCheckState;
+  message: string;
 }
 
 export interface MetricsInput extends CanaryRef {

@@ -6,7 +6,7 @@
 
 import { z } from 'zod';
 import {
-  API_VERSION, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
+  API_VERSION, CHECK_PHASES, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
 } from './constants.ts';
 import { parseQuantity } from './quantity.ts';
 import {
@@ -246,21 +246,72 @@ const routeMatchSchema = z
   .refine((m) => [m.exact, m.prefix, m.regex].filter((x) => x !== undefined).length === 1, 'each match sets exactly one of exact, prefix or regex')
   .refine((m) => m.cookie === undefined || m.exact !== undefined, 'a cookie match needs exact');
 
+// What every rollout step may do; an Application's steps may also run a check (a Release has no checks).
+const stepActions = {
+  setWeight: weight('setWeight').optional(),
+  pause: z
+    .object({
+      duration: duration('pause.duration must be a duration such as 30s, 5m or 1h30m (units ms, s, m, h)', null).optional(),
+    })
+    .optional(),
+  setHeaderRoute: z.object({ match: list(routeMatchSchema, 8).optional() }).optional(),
+  setMirrorRoute: z.object({ percentage: int(0, 100) }).optional(),
+};
+
+/** A step of a Release (the kinds every rollout step shares). */
 export const canaryStepSchema = z
-  .object({
-    setWeight: weight('setWeight').optional(),
-    pause: z
-      .object({
-        duration: duration('pause.duration must be a duration such as 30s, 5m or 1h30m (units ms, s, m, h)', null).optional(),
-      })
-      .optional(),
-    setHeaderRoute: z.object({ match: list(routeMatchSchema, 8).optional() }).optional(),
-    setMirrorRoute: z.object({ percentage: int(0, 100) }).optional(),
-  })
+  .object(stepActions)
   .refine(
     (s) => [s.setWeight, s.pause, s.setHeaderRoute, s.setMirrorRoute].filter((x) => x !== undefined).length === 1,
     'each step must set exactly one of setWeight, pause, setHeaderRoute or setMirrorRoute',
   );
+
+const checkName = (field: string) => str(63).refine((s) => DNS1123_LABEL.test(s), `${field} must be a DNS label (lowercase letters, digits and '-')`);
+
+/** A step of an Application's rollout: a Release's kinds, or `check`, which runs a check of canary.checks by name. */
+const rolloutStepSchema = z
+  .object({ ...stepActions, check: str(63).optional() })
+  .refine(
+    (s) => [s.setWeight, s.pause, s.setHeaderRoute, s.setMirrorRoute, s.check].filter((x) => x !== undefined).length === 1,
+    'each step must set exactly one of setWeight, pause, setHeaderRoute, setMirrorRoute or check',
+  );
+
+const HTTP_URL = /^https?:\/\/[^/\s]+(\/[^\s]*)?$/;
+// An HTTP header name (an RFC 9110 token): fetch refuses anything else.
+const HEADER_TOKEN = /^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/;
+
+const httpCheckSchema = z.object({
+  url: str(2048).refine((s) => HTTP_URL.test(s), 'http.url must be an http or https URL such as http://smoke.tests.svc:8080/run'),
+  method: oneOf(['GET', 'POST']).default('POST'),
+  headers: z
+    .record(z.string(), str(4096), { error: typeError('object') })
+    .refine((m) => Object.keys(m).every((k) => k.length <= 256 && HEADER_TOKEN.test(k)), 'http.headers names must be HTTP header names (letters, digits and !#$%&\'*+.^_`|~-)')
+    .refine((m) => Object.keys(m).length <= 16, { error: (issue) => `Too many: ${Object.keys(issue.input as object).length}: must have at most 16 items` })
+    .optional(),
+  timeoutSeconds: int(1, 300).default(10),
+  retries: int(0, 10).default(0),
+  confirm: bool().default(false),
+  intervalSeconds: int(1, 3600).default(10),
+});
+
+// A PodSpec: the API server checks it when the Job is created; here only that it runs a container at all.
+const jobTemplateSchema = z
+  .record(z.string(), z.unknown(), { error: typeError('object') })
+  .refine((t) => Array.isArray(t['containers']) && t['containers'].length > 0, 'job.template must be a pod spec whose containers lists at least one container');
+
+const jobCheckSchema = z.object({
+  template: jobTemplateSchema,
+  timeoutSeconds: int(1, 86400).default(600),
+});
+
+const checkSchema = z
+  .object({
+    name: checkName('check name'),
+    phase: oneOf(CHECK_PHASES).optional(),
+    http: httpCheckSchema.optional(),
+    job: jobCheckSchema.optional(),
+  })
+  .refine((c) => (c.http !== undefined) !== (c.job !== undefined), 'each check sets exactly one of http or job');
 
 /** The variables a metric's query may use. */
 export const queryVariables = ['namespace', 'name', 'canaryVersion', 'stableVersion', 'canaryWorkload', 'stableWorkload', 'interval'] as const;
@@ -287,7 +338,7 @@ const analysisMetricSchema = z
 export const analysisSchema = z.object({
   interval: duration('analysis.interval must be a duration of at least 1s such as 30s or 1m (units ms, s, m, h)', 1000).default('30s'),
   prometheusAddress: str(512)
-    .refine((s) => /^https?:\/\/[^/\s]+(\/[^\s]*)?$/.test(s), 'analysis.prometheusAddress must be an http or https URL such as http://prometheus.monitoring:9090')
+    .refine((s) => HTTP_URL.test(s), 'analysis.prometheusAddress must be an http or https URL such as http://prometheus.monitoring:9090')
     .optional(),
   metrics: list(analysisMetricSchema, 10)
     .refine((m) => m.length >= 1, 'should have at least 1 items')
@@ -337,7 +388,8 @@ const canarySchema = z
     image: canaryImageSchema.optional(),
     weight: weight('weight').default(0),
     replicas: int(1, 100).default(1),
-    steps: list(canaryStepSchema, 50).optional(),
+    steps: list(rolloutStepSchema, 50).optional(),
+    checks: list(checkSchema, 20).superRefine(uniqueBy('name')).optional(),
     healthGates: healthGatesSchema.prefault({}),
     analysis: analysisSchema.optional(),
     progressDeadline: duration('progressDeadline must be a duration of at least 1s such as 10m or 1h (units ms, s, m, h)', 1000).default('30m'),
@@ -357,6 +409,10 @@ const canarySchema = z
     }
     if ((c.blueGreen?.prePromotionAnalysis || c.blueGreen?.postPromotionAnalysis) && !c.analysis) {
       ctx.addIssue({ code: 'custom', path: ['blueGreen'], message: 'prePromotionAnalysis and postPromotionAnalysis run canary.analysis: set its metrics' });
+    }
+    const checks = new Set((c.checks ?? []).map((check) => check.name));
+    if (c.steps?.some((step) => step.check !== undefined && !checks.has(step.check))) {
+      ctx.addIssue({ code: 'custom', path: ['steps'], message: "a step's check must name a check listed in checks" });
     }
   });
 
@@ -511,6 +567,10 @@ export type CanarySpec = z.output<typeof canarySchema>;
 export type BlueGreenSpec = z.output<typeof blueGreenSchema>;
 export type TrafficSpec = z.output<typeof trafficSchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
+export type RolloutStep = z.output<typeof rolloutStepSchema>;
+export type Check = z.output<typeof checkSchema>;
+export type HttpCheck = z.output<typeof httpCheckSchema>;
+export type JobCheck = z.output<typeof jobCheckSchema>;
 export type AnalysisSpec = z.output<typeof analysisSchema>;
 export type RouteMatch = z.output<typeof routeMatchSchema>;
 export type Probe = z.output<typeof probeSchema>;

@@ -47,10 +47,18 @@ export type StrategyName = (typeof STRATEGIES)[number];
 /** Suffix of a blue-green rollout's preview Service `<app>-preview`, which selects the new version's pods only. */
 export const PREVIEW_SERVICE_SUFFIX = '-preview';
 
+/** Where in a rollout a check with a `phase` runs (spec.serviceMesh.canary.checks[].phase); a step runs one by name. */
+export const CHECK_PHASES = ['beforeStart', 'prePromotion', 'postPromotion', 'onRollback'] as const;
+export type CheckPhase = (typeof CHECK_PHASES)[number];
+
 /** Suffix of the Services a Gateway API route weights: `<app>-stable` (stable pods only) and `<app>-canary`. */
 export const STABLE_SERVICE_SUFFIX = '-stable';
 
 export const FINALIZER = `${GROUP}/finalizer`;
+/** Label of a Job check's Job: the check it runs. */
+export const CHECK_LABEL = `${GROUP}/check`;
+/** Annotation of a Job check's Job: the rollout version and check it was made for. */
+export const CHECK_KEY_ANNOTATION = `${GROUP}/check-key`;
 export const FIELD_MANAGER = 'application-operator';
 
 export const ANNOTATION_SIDECAR_INJECT = 'sidecar.istio.io/inject';
@@ -215,6 +223,8 @@ export const FailureType = {
   ApplicationGone: 'ApplicationGone',
   /** An Application the Release started a canary on is no longer claimed by it (another Release, or a person, took it). */
   ReleaseConflict: 'ReleaseConflict',
+  /** A check or an Application's analysis would call a host the operator's --check-allowed-hosts does not allow. */
+  CheckNotAllowed: 'CheckNotAllowed',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 

@@ -29,6 +29,8 @@ const resources: Record<string, Resource> = {
   'v1/ConfigMap': { plural: 'configmaps', namespaced: true },
   'v1/Event': { plural: 'events', namespaced: true },
   'apps/v1/ReplicaSet': { plural: 'replicasets', namespaced: true },
+  // A rollout's Job checks (activities/checks.ts).
+  'batch/v1/Job': { plural: 'jobs', namespaced: true },
   [`${API_VERSION}/${KIND}`]: { plural: PLURAL, namespaced: true },
   [`${API_VERSION}/${RELEASE_KIND}`]: { plural: RELEASE_PLURAL, namespaced: true },
   'events.k8s.io/v1/Event': { plural: 'events', namespaced: true },

@@ -1,4 +1,5 @@
 import { Command, Option } from 'commander';
+import { parseHostAllowlist, type HostPattern } from '../reconcile/checks.ts';
 
 /**
  * What a client of the operator's workflows needs (the CLI's promote, status, history...): the Temporal connection,
@@ -48,6 +49,8 @@ export interface OperatorConfig {
   payloadEncryptionKeyFile?: string;
   /** The Prometheus canary analysis asks, unless an Application names its own. */
   prometheusAddress?: string;
+  /** The hosts HTTP checks and an Application's analysis.prometheusAddress may call; empty: any. */
+  checkAllowedHosts: HostPattern[];
 }
 
 const int = (v: string) => {
@@ -106,7 +109,8 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-renew-deadline-seconds <s>', 'the leader gives up leading when it could not renew for this long').env('LEASE_RENEW_DEADLINE_SECONDS').argParser(int).default(10))
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
     .addOption(new Option('--shutdown-timeout-seconds <s>', 'after SIGTERM or SIGINT, exit (with code 1) if stopping takes longer than this; keep it under the pod\'s terminationGracePeriodSeconds').env('SHUTDOWN_TIMEOUT_SECONDS').argParser(int).default(20))
-    .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'));
+    .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
+    .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port, or a CIDR range such as 10.0.0.0/8) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''));
 }
 
 /** The payload codec's key file option, shared by every command that encrypts or decrypts payloads. */
@@ -156,6 +160,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     leaseRenewDeadlineSeconds: (opts['leaseRenewDeadlineSeconds'] as number | undefined) ?? 10,
     leaseRetryPeriodSeconds: (opts['leaseRetryPeriodSeconds'] as number | undefined) ?? 2,
     shutdownTimeoutSeconds: (opts['shutdownTimeoutSeconds'] as number | undefined) ?? 20,
+    checkAllowedHosts: parseHostAllowlist(str('checkAllowedHosts') ?? ''),
   };
   for (const k of ['temporalUiUrl', 'workflowBundle', 'prometheusAddress'] as const) {
     const v = str(k);

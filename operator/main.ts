@@ -230,7 +230,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     if (cfg.mode !== 'watcher') {
       const connection = await retrying('worker', () => connectWorker(cfg), (c) => c.close());
       const activities = createActivities({
-        kube, temporalNamespace: cfg.temporalNamespace, metrics, log,
+        kube, temporalNamespace: cfg.temporalNamespace, metrics, log, checkAllowedHosts: cfg.checkAllowedHosts,
         ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
         ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
       });

@@ -147,7 +147,7 @@ function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackP
       name: 'kube-controller-manager', command: a.kubeControllerManager, log: join(logs, 'kube-controller-manager.log'), ports: [],
       args: [
         `--kubeconfig=${kubeconfig}`,
-        '--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,horizontal-pod-autoscaler-controller,namespace-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,persistentvolume-binder-controller,endpointslice-controller',
+        '--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,horizontal-pod-autoscaler-controller,job-controller,namespace-controller,persistentvolumeclaim-protection-controller,persistentvolume-protection-controller,persistentvolume-binder-controller,endpointslice-controller',
         '--use-service-account-credentials=false', '--leader-elect=false', '--secure-port=0',
         // Test-only dynamic provisioning on this machine's disk, so claims bind and are cleaned up like in a cluster.
         '--enable-hostpath-provisioner=true',
@@ -284,6 +284,19 @@ export const testImages = {
 /** How long pods of testImages.slow take to become Ready. */
 export const slowReadyMs = 15_000;
 
+/**
+ * Images whose Job pods (a rollout's Job checks) end as the image says once Running: `pass` (and any image not
+ * listed) succeeds with exit code 0, `fail` fails with exit code 1 and checkFailMessage, `slow` never ends.
+ */
+export const checkImages = {
+  pass: 'registry.invalid/check:pass',
+  fail: 'registry.invalid/check:fail',
+  slow: 'registry.invalid/check:slow',
+} as const;
+
+/** The termination message of a Job pod of checkImages.fail. */
+export const checkFailMessage = 'GET /health: 200\nPOST /cart: 500 Internal Server Error\nsmoke test failed: 1 of 2 requests failed';
+
 const podStage = (name: string, image: string, delayMs: number, status: string[], extra: KwokStage['spec']['selector']['matchExpressions'] = []) => ({
   apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name },
   spec: {
@@ -301,6 +314,34 @@ const podStage = (name: string, image: string, delayMs: number, status: string[]
     next: { statusTemplate: ['{{ $now := Now }}', ...status].join('\n') },
   },
 });
+
+/** A transition of a Running, Ready pod of a Job whose container runs `image` (upstream's pod-complete, for one image). */
+const jobPodStage = (name: string, image: string, delayMs: number, status: string[]) => ({
+  apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name },
+  spec: {
+    resourceRef: { apiGroup: 'v1', kind: 'Pod' },
+    selector: {
+      matchExpressions: [
+        { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
+        { key: '.status.phase', operator: 'In', values: ['Running'] },
+        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'In', values: ['True'] },
+        { key: '.metadata.ownerReferences.[].kind', operator: 'In', values: ['Job'] },
+        { key: '.spec.containers.[].image', operator: 'In', values: [image] },
+      ],
+    },
+    delay: { durationMilliseconds: delayMs },
+    next: { statusTemplate: ['{{ $now := Now }}', ...status].join('\n') },
+  },
+});
+
+/** Every container terminated with `exitCode`, `reason` and (for a failure) a termination message; the pod in `phase`. */
+const terminated = (phase: 'Succeeded' | 'Failed', exitCode: number, reason: string, message?: string) => [
+  'containerStatuses:',
+  '{{ range .spec.containers }}',
+  `- {name: {{ .name | Quote }}, image: {{ .image | Quote }}, ready: false, started: false, restartCount: 0, state: {terminated: {exitCode: ${exitCode}, reason: ${reason}, ${message ? `message: ${JSON.stringify(message)}, ` : ''}startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}}`,
+  '{{ end }}',
+  `phase: ${phase}`,
+];
 
 const notReady = [
   'conditions:',
@@ -328,6 +369,10 @@ async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: n
       if (stage.spec.resourceRef.kind === 'Pod') {
         // Upstream waits 1-6 s per pod transition and deletes pods only at their grace deadline; tests need seconds.
         stage.spec.delay = { durationMilliseconds: podDelayMs, jitterDurationMilliseconds: podDelayMs * 2 };
+        // A Job's pod succeeds unless its image is the failing check's (its own stage, below) or the slow one's (never ends).
+        if (stage.metadata.name === 'pod-complete') {
+          stage.spec.selector.matchExpressions.push({ key: '.spec.containers.[].image', operator: 'NotIn', values: [checkImages.fail, checkImages.slow] });
+        }
         if (stage.metadata.name === 'pod-ready') {
           stage.spec.selector.matchExpressions.push({ key: '.spec.containers.[].image', operator: 'NotIn', values: Object.values(testImages) });
           // The same transition, only late, for the slow starter.
@@ -353,6 +398,7 @@ async function writeKwokConfig(a: ArtifactPaths, stateDir: string, podDelayMs: n
   ]));
   docs.push(waitingStage('pod-image-pull-backoff', testImages.pullError, 'ImagePullBackOff', 'printf `Back-off pulling image "%s": manifest unknown` .image', podDelayMs));
   docs.push(waitingStage('pod-create-container-config-error', testImages.configError, 'CreateContainerConfigError', '`secret "app-secret" not found`', podDelayMs));
+  docs.push(jobPodStage('pod-check-fail', checkImages.fail, podDelayMs, terminated('Failed', 1, 'Error', checkFailMessage)));
   await writeFile(join(stateDir, 'kwok.yaml'), docs.map((d) => stringify(d)).join('---\n'));
 }
 

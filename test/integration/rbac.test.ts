@@ -3,6 +3,7 @@
 // just that permission makes a step of the flow fail, the step `needs` below names. A permission nothing needs would
 // let its variant pass, and a permission without an entry in `needs` fails the test: the table is the role's
 // justification, kept true by running it.
+import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
@@ -17,7 +18,9 @@ import { gatewayParentRef } from '../../testkit/dataplane.ts';
 import { testEnv } from '../../testkit/env.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
-import { testImages } from '../../stack/stack.ts';
+import { checkImages, testImages } from '../../stack/stack.ts';
+import { deleteJobCheck, observeJobCheck, startJobCheck } from '../../activities/checks.ts';
+import { Kube } from '../../kube/client.ts';
 import { childKinds, kinds, type ChildKind as ChildKindEntry } from '../../render/children.ts';
 
 interface Rule {
@@ -40,7 +43,7 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 const stepNames = [
   'ready', 'leader', 'apps Running', 'event', 'pod reason', 'prune', 'delete',
   ...children.filter((c) => c.watched).map((c) => `drift ${c.kind}`),
-  'image', 'canary', 'promote', 'mirror', 'release', 'finalize',
+  'image', 'canary', 'promote', 'mirror', 'release', 'job check', 'finalize',
 ] as const;
 type Step = (typeof stepNames)[number];
 
@@ -85,6 +88,8 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // Listed by the watcher (the stable pods) and by the canary's gate; watched to say at once why a pod cannot start.
   'core/pods': { list: ['ready', 'canary'], watch: ['pod reason'] },
   'events.k8s.io/events': { create: ['event'] },
+  // A rollout's Job check: its Job made, read while it runs and removed.
+  'batch/jobs': { create: ['job check'], get: ['job check'], delete: ['job check'] },
   'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
 };
 
@@ -201,8 +206,9 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
   const result: FlowResult = { passed: [], forbidden: [], logFile: '' };
   try {
     await createRbac(ns.name, roleName, cluster, leader);
+    const saKubeconfig = await serviceAccountKubeconfig(ns.name);
     op = await startOperator({
-      namespaces: [ns.name], kubeconfig: await serviceAccountKubeconfig(ns.name), waitReady: false,
+      namespaces: [ns.name], kubeconfig: saKubeconfig, waitReady: false,
       // The default re-check of a rolling-out Deployment (30 s): past a step's proof window, so only the pod watch can
       // say in time why a pod cannot start; within PASS_MS, so a run without the Deployment watch still gets its apps Running.
       extraArgs: ['--log-level=info', '--progress-recheck-seconds=30', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
@@ -303,6 +309,20 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         });
         await until('the release promoted', async () => (await getObject('myapp.example.com/v1', 'Release', n, 'rel'))?.status?.phase === 'Promoted', t);
       },
+      // The activities a rollout's Job check runs, as the ServiceAccount: the workflow that calls them is not
+      // wired yet, so the step calls them as the worker would.
+      'job check': async (t) => {
+        const kc = new KubeConfig();
+        kc.loadFromFile(saKubeconfig);
+        const deps = { kube: new Kube(kc) };
+        const check = { name: 'smoke', job: { template: { containers: [{ name: 'smoke', image: checkImages.slow }] }, timeoutSeconds: 60 } };
+        const context = { application: 'full', namespace: n, version: 'v2', image: 'nginx:1.27', phase: 'beforeStart' as const };
+        const attempt = async <T>(what: string, fn: () => Promise<T>) => eventually(what, fn, { timeoutMs: t, intervalMs: 300 });
+        const { jobName } = await attempt('the check\'s Job made', () => startJobCheck(deps, { namespace: n, name: 'full', check, context }));
+        await attempt('the check\'s Job read', () => observeJobCheck(deps, { namespace: n, jobName }));
+        await attempt('the check\'s Job removed', () => deleteJobCheck(deps, { namespace: n, jobName }));
+        await until('the check\'s Job gone', async () => (await getObject('batch/v1', 'Job', n, jobName)) === null, t);
+      },
       'finalize': async (t) => {
         await api.delete(appRef(n, 'full'));
         await until('full deleted', async () => (await getApp(n, 'full')) === null, t);
@@ -398,7 +418,7 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
   after(async () => closeTemporal());
 
   it('grants no wildcard and nothing outside the operator\'s API groups', () => {
-    const groups = new Set(['myapp.example.com', 'apps', '', 'autoscaling', 'networking.istio.io', 'gateway.networking.k8s.io', 'traefik.io', 'events.k8s.io', 'coordination.k8s.io']);
+    const groups = new Set(['myapp.example.com', 'apps', '', 'autoscaling', 'batch', 'networking.istio.io', 'gateway.networking.k8s.io', 'traefik.io', 'events.k8s.io', 'coordination.k8s.io']);
     for (const r of [...clusterRules, ...leaderRules]) {
       for (const field of [r.apiGroups, r.resources, r.verbs]) assert.ok(!field.includes('*'), `wildcard in ${JSON.stringify(r)}`);
       for (const g of r.apiGroups) assert.ok(groups.has(g), `unexpected API group ${g}`);
@@ -429,6 +449,8 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
       // Not a slow or broken stack: the API server denied the operator something, or (for best-effort writes such as
       // Events, whose denial is swallowed) the same run reconciled Applications fine up to the failing step.
       assert.ok(r.forbidden.length > 0 || r.passed.some((p) => p.step === 'apps Running'), `no request was denied and nothing was reconciled: the failure proves nothing\n${show(r)}`);
+      // The job check's activities run in the test, not the operator: their own error says what was denied.
+      if (r.failed.step === 'job check') assert.match(r.failed.error, /403 Forbidden/, show(r));
     });
   }
 });

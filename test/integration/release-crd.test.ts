@@ -21,11 +21,23 @@ describe('Release CRD', () => {
   });
   after(async () => ns?.cleanup());
 
-  it("a wave's steps and the release's analysis are an Application's canary steps and analysis, rule for rule", () => {
+  it("a wave's steps and the release's analysis are an Application's canary steps (but check) and analysis, rule for rule", () => {
     const canary = schemaOf('application.yaml').properties.spec.properties.serviceMesh.properties.canary.properties;
     const spec = schemaOf('release.yaml').properties.spec.properties;
-    assert.deepEqual(withoutDescriptions(spec.waves.items.properties.steps), withoutDescriptions(canary.steps));
-    assert.deepEqual(withoutDescriptions(spec.steps), withoutDescriptions(canary.steps));
+    // A Release has no checks, so its steps are the Application's without the check kind.
+    const { check, ...kinds } = canary.steps.items.properties;
+    assert.ok(check, "the Application's steps have the check kind");
+    const [oneKind] = canary.steps.items['x-kubernetes-validations'];
+    const releaseSteps = {
+      ...canary.steps,
+      items: {
+        ...canary.steps.items,
+        properties: kinds,
+        'x-kubernetes-validations': [{ rule: oneKind.rule.replace(', has(self.check)', ''), message: oneKind.message.replace(', setMirrorRoute or check', ' or setMirrorRoute') }],
+      },
+    };
+    assert.deepEqual(withoutDescriptions(spec.waves.items.properties.steps), withoutDescriptions(releaseSteps));
+    assert.deepEqual(withoutDescriptions(spec.steps), withoutDescriptions(releaseSteps));
     assert.deepEqual(withoutDescriptions(spec.analysis), withoutDescriptions(canary.analysis));
   });
 

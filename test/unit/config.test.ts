@@ -47,6 +47,7 @@ const defaults: OperatorConfig = {
   leaseRenewDeadlineSeconds: 10,
   leaseRetryPeriodSeconds: 2,
   shutdownTimeoutSeconds: 20,
+  checkAllowedHosts: [],
 };
 
 describe('operatorConfig', () => {
@@ -71,6 +72,13 @@ describe('operatorConfig', () => {
     { name: 'leader election on', args: ['--leader-elect'], changes: { leaderElect: true } },
     { name: 'shutdown timeout', args: ['--shutdown-timeout-seconds', '25'], changes: { shutdownTimeoutSeconds: 25 } },
     { name: 'leader election from the environment', args: [], env: { LEADER_ELECT: 'yes' }, changes: { leaderElect: true } },
+    {
+      name: 'check hosts parsed: names, globs, ports',
+      args: ['--check-allowed-hosts', 'smoke.tests.svc:8080, *.example.com'],
+      changes: { checkAllowedHosts: [{ host: 'smoke.tests.svc', wildcard: false, port: 8080 }, { host: 'example.com', wildcard: true }] },
+    },
+    { name: 'check hosts: a CIDR range', args: ['--check-allowed-hosts', '127.0.0.0/8'], changes: { checkAllowedHosts: [{ host: '127.0.0.0', wildcard: false, prefix: 8 }] } },
+    { name: 'check hosts from the environment', args: [], env: { CHECK_ALLOWED_HOSTS: '127.0.0.1' }, changes: { checkAllowedHosts: [{ host: '127.0.0.1', wildcard: false }] } },
   ];
   for (const c of cases) test(c.name, () => assert.deepEqual(config(c.args, c.env), { ...defaults, ...c.changes }));
 
@@ -79,6 +87,7 @@ describe('operatorConfig', () => {
     { name: 'TLS key without cert', args: ['--temporal-tls-key', '/tls/tls.key'], error: /--temporal-tls-cert and --temporal-tls-key go together/ },
     { name: 'a mode that does not exist', args: ['--mode', 'both'], error: /Allowed choices are all, watcher, worker/ },
     { name: 'a count that is not a number', args: ['--max-concurrent-activities', 'ten'], error: /not a non-negative integer: ten/ },
+    { name: 'a URL among the check hosts', args: ['--check-allowed-hosts', 'ok.svc,http://smoke.svc'], error: /--check-allowed-hosts: "http:\/\/smoke.svc" is not a host name/ },
     {
       name: 'a renew deadline longer than the Lease',
       args: ['--leader-elect', '--lease-duration-seconds', '10', '--lease-renew-deadline-seconds', '15'],
