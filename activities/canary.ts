@@ -191,7 +191,7 @@ export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Pr
  * the reconciler's status writes, and records the transition as an Event.
  */
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
-  const { pauseEndsAt, pausedBy, abortedBy, reason, routing, analysis, ...rest } = input.status;
+  const { pauseEndsAt, pausedBy, abortedBy, reason, routing, analysis, checks, ...rest } = input.status;
   const raw = await deps.kube.get<{ metadata: { uid?: string; resourceVersion?: string }; status?: { observedGeneration?: number; conditions?: Condition[] } }>(appRef(input));
   // The Application is gone (deleted mid-rollout): nothing left to report on.
   if (!raw) return;
@@ -202,7 +202,7 @@ export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusI
     await deps.kube.mergePatch(appRef(input), {
       metadata: { resourceVersion: raw.metadata.resourceVersion },
       status: {
-        canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, pausedBy: pausedBy ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null },
+        canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, pausedBy: pausedBy ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null, checks: checks ?? null },
         conditions,
       },
     }, 'status');

@@ -85,6 +85,16 @@ export interface CanaryHealth {
 }
 
 /** One metric judged once: what was asked, what came back, and what it means. */
+/** One check run once (status.canary.checks). */
+export interface CheckVerdict {
+  name: string;
+  /** Its phase, or `step` when a step ran it. */
+  phase: string;
+  result: 'pass' | 'fail' | 'waiting';
+  message: string;
+  at: string;
+}
+
 export interface AnalysisVerdict {
   metric: string;
   at: string;
@@ -189,6 +199,8 @@ export interface CanaryStatusInput extends CanaryRef {
     reason?: string;
     /** The last analysis verdicts (newest last). */
     analysis?: AnalysisVerdict[];
+    /** The last check verdicts (newest last). */
+    checks?: CheckVerdict[];
     /** A header route or mirror in place, in words. */
     routing?: string;
   };

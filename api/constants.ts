@@ -188,6 +188,10 @@ export const Reason = {
   /** Why a rollout was rolled back (status.canary.reason). */
   HealthGateFailed: 'HealthGateFailed',
   AnalysisFailed: 'AnalysisFailed',
+  /** A check (spec.serviceMesh.canary.checks) passed, failed (it rolls the rollout back), or waits for a confirmation. */
+  CheckPassed: 'CheckPassed',
+  CheckFailed: 'CheckFailed',
+  CheckWaiting: 'CheckWaiting',
   /** Events of the analysis that decide something. */
   AnalysisInconclusive: 'AnalysisInconclusive',
   AnalysisRecovered: 'AnalysisRecovered',

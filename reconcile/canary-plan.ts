@@ -1,5 +1,7 @@
 import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application } from '../api/application.ts';
-import type { RolloutPlan } from '../workflows/rollout/plan.ts';
+import type { PlanCheck, PlanChecks, RolloutPlan } from '../workflows/rollout/plan.ts';
+import type { Check } from '../api/application.ts';
+import { checksAt, httpCheckMaxMs } from './checks.ts';
 import { canaryName } from '../api/constants.ts';
 import { routePort } from '../render/gateway.ts';
 import { analysisPlan, type MetricsSource } from './analysis.ts';
@@ -51,7 +53,22 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
       failureThreshold: canary.healthGates.failureThreshold,
       initialDelayMs: parseDuration(canary.healthGates.initialDelay),
     },
+    ...(canary.checks?.length ? { checks: planChecks(canary.checks, strategy.postPromotionInSteps === true) } : {}),
     ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion, metrics: metricsSource(app) }) } : {}),
     progressDeadlineMs: parseDuration(canary.progressDeadline),
+  };
+}
+
+/** The rollout's checks as it runs them; which run outside the steps, by phase. */
+export function planChecks(checks: Check[], postPromotionInSteps: boolean): PlanChecks {
+  const names = (phase: Parameters<typeof checksAt>[1]) => checksAt(checks, phase).map((c) => c.name);
+  return {
+    all: checks.map((c): PlanCheck => ({
+      name: c.name, kind: c.http ? 'http' : 'job', confirm: c.http?.confirm === true, intervalMs: (c.http?.intervalSeconds ?? 10) * 1000,
+      maxMs: c.http ? httpCheckMaxMs(c.http) : 30_000, timeoutMs: (c.job?.timeoutSeconds ?? 600) * 1000, spec: c,
+    })),
+    beforeStart: names('beforeStart'),
+    afterPromotion: postPromotionInSteps ? [] : names('postPromotion'),
+    onRollback: names('onRollback'),
   };
 }

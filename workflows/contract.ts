@@ -3,7 +3,7 @@
 // activities/types.ts; the rollout's plan is in rollout/plan.ts.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { RolloutPhase, StrategyName } from '../api/constants.ts';
-import type { AnalysisVerdict, RecoveredRollout } from '../activities/types.ts';
+import type { AnalysisVerdict, CheckVerdict, RecoveredRollout } from '../activities/types.ts';
 import type { CanaryRoute } from '../routing/route.ts';
 import type { MetricTally } from './rollout/analysis.ts';
 import type { Interruption } from './rollout/decide.ts';
@@ -145,6 +145,8 @@ export interface RolloutCarry {
   position: RolloutPosition;
   /** When the timed step under way (an analysis window, a switch-back window) ends. */
   stepEndsAt?: number;
+  /** The Job of a Job check under way, deleted with the rollout's undoing if it is cut short. */
+  checkJob?: string;
   /** What the steps ask to route to the canary, and what is routed now. */
   target: CanaryRoute;
   route: CanaryRoute;
@@ -222,6 +224,8 @@ export interface RolloutState {
     /** Why the rollout holds: a metric inconclusive too many times in a row. */
     blind?: string;
   };
+  /** The last check verdicts, newest last. */
+  checks?: CheckVerdict[];
   abortedBy?: string;
   /** Why the rollout ended short of promotion, as a CamelCase reason (the message says it in words). */
   reason?: string;

@@ -5,6 +5,7 @@
 import { parseDuration, type Application } from '../../api/application.ts';
 import { canaryReplicas } from '../../render/deployment.ts';
 import type { PlanStep } from '../../workflows/rollout/plan.ts';
+import { checksAt } from '../checks.ts';
 
 export function blueGreenSteps(app: Application): PlanStep[] {
   const canary = app.spec.serviceMesh!.canary!;
@@ -12,10 +13,14 @@ export function blueGreenSteps(app: Application): PlanStep[] {
   const version = canary.canaryVersion!;
   const switchTo = `switch all traffic to ${version}`;
   const delayMs = (bg?.scaleDownDelaySeconds ?? 30) * 1000;
+  const checks = (phase: 'prePromotion' | 'postPromotion') => checksAt(canary.checks, phase).map((c): PlanStep => ({ kind: 'check', check: c.name, phase }));
   return [
     ...(bg?.prePromotionAnalysis ? [{ kind: 'analysis', ms: parseDuration(bg.prePromotionAnalysis.duration), label: 'judge the preview by analysis' } as const] : []),
+    // Against the preview (its Service <app>-preview), before the switch; after it, with a switch-back on failure.
+    ...checks('prePromotion'),
     { kind: 'pause', ms: bg?.autoPromotionSeconds === undefined ? null : bg.autoPromotionSeconds * 1000, approval: switchTo },
     { kind: 'weight', weight: 100, label: switchTo },
+    ...checks('postPromotion'),
     ...(bg?.postPromotionAnalysis ? [{ kind: 'analysis', ms: parseDuration(bg.postPromotionAnalysis.duration), label: 'judge the new version by analysis after the switch' } as const] : []),
     ...(delayMs > 0 ? [{ kind: 'wait', ms: delayMs, label: 'keep the old version for a switch-back' } as const] : []),
   ];

@@ -12,9 +12,11 @@ export interface Strategy {
   steps(app: Application): PlanStep[];
   /** Ready pods of the new version before any traffic moves to it (default: healthGates.minReadyReplicas). */
   minReadyReplicas?(app: Application): number;
+  /** Whether postPromotion checks are steps (they can still undo: blue-green's switch-back) or run after promotion. */
+  postPromotionInSteps?: boolean;
 }
 
 export const strategies: Record<StrategyName, Strategy> = {
   canary: { steps: canarySteps },
-  blueGreen: { steps: blueGreenSteps, minReadyReplicas: blueGreenMinReady },
+  blueGreen: { steps: blueGreenSteps, minReadyReplicas: blueGreenMinReady, postPromotionInSteps: true },
 };

@@ -38,6 +38,10 @@ export interface Script {
   reconcile?: (n: number, input: ReconcileInput) => Partial<ReconcileResult> | Error;
   /** A Release: its plan, whether its claim is refused, and how each Application's canary goes. */
   release?: ReleaseScript;
+  /** An HTTP check's verdict at its n-th call (0-based) for the check named; default pass. */
+  http?: (n: number, check: string) => { verdict: 'pass' | 'fail' | 'waiting'; detail?: string; reason?: string };
+  /** A Job check's state at its n-th look (0-based) for the check named; default succeeded at the first look. */
+  job?: (n: number, check: string) => 'running' | 'succeeded' | 'failed';
   /** Makes an activity fail: return an error to throw on its n-th call. */
   fail?: Partial<Record<keyof Activities, (n: number) => Error | undefined>>;
 }
@@ -176,6 +180,21 @@ export class Recorder {
       }
       case 'stableRolledOut':
         return { done: n >= (this.script.stableDoneAt ?? 0), message: `stable rolling out (poll ${n})` };
+      case 'runHttpCheck': {
+        const check = (input['check'] as { name: string }).name;
+        const r = this.script.http?.(n, check) ?? { verdict: 'pass' };
+        return { verdict: r.verdict, status: r.verdict === 'pass' ? 200 : 503, detail: r.detail ?? `HTTP ${r.verdict === 'pass' ? 200 : 503} (scripted)`, attempts: 1, ...(r.reason ? { reason: r.reason } : {}) };
+      }
+      case 'startJobCheck':
+        return { jobName: `app-${(input['check'] as { name: string }).name}-job` };
+      case 'observeJobCheck': {
+        const jobName = input['jobName'] as string;
+        const check = jobName.replace(/^app-/, '').replace(/-job$/, '');
+        const state = this.script.job?.(this.calls.filter((c) => c.name === 'observeJobCheck' && c.input['jobName'] === jobName).length - 1, check) ?? 'succeeded';
+        return { state, message: state === 'failed' ? `Job ${jobName} failed: BackoffLimitExceeded: exit 1 (scripted)` : `Job ${jobName} ${state}` };
+      }
+      case 'deleteJobCheck':
+        return { deleted: true };
       case 'writeCanaryStatus': {
         const { status, event } = input as unknown as CanaryStatusInput;
         this.statuses.push(status);
@@ -225,6 +244,7 @@ export class Recorder {
 const activityNames: (keyof Activities)[] = [
   'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'queryMetrics', 'setCanaryRoute', 'removeCanary',
   'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus', 'closeCanaryStatus',
+  'runHttpCheck', 'startJobCheck', 'observeJobCheck', 'deleteJobCheck',
   'readRelease', 'claimApplications', 'releaseClaims', 'startCanary', 'stopCanary', 'revertApplication', 'observeApplications', 'writeReleaseStatus', 'finalizeRelease',
 ];
 

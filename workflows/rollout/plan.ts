@@ -1,5 +1,6 @@
 // What a rollout runs: fixed when it starts (a later spec change starts a new rollout instead), built from the
 // Application by reconcile/canary-plan.ts.
+import type { Check } from '../../api/application.ts';
 import type { RolloutRouterName, StrategyName } from '../../api/constants.ts';
 import type { HeaderMatch } from '../../routing/route.ts';
 
@@ -18,7 +19,33 @@ export type PlanStep =
   | { kind: 'header'; match: HeaderMatch[] }
   | { kind: 'mirror'; percent: number }
   | { kind: 'analysis'; ms: number; label: string }
-  | { kind: 'wait'; ms: number; label: string };
+  | { kind: 'wait'; ms: number; label: string }
+  | { kind: 'check'; check: string; phase?: 'prePromotion' | 'postPromotion' };
+
+/** A check (spec.serviceMesh.canary.checks) as the rollout runs it. */
+export interface PlanCheck {
+  name: string;
+  kind: 'http' | 'job';
+  /** An HTTP check that waits, paused, until its endpoint answers 2xx (asked every intervalMs). */
+  confirm: boolean;
+  intervalMs: number;
+  /** The longest one call of the check's activity may take (an HTTP check's attempts and pauses). */
+  maxMs: number;
+  /** A Job check fails if its Job has not finished this long after it was made. */
+  timeoutMs: number;
+  spec: Check;
+}
+
+/** The rollout's checks: all of them by name, and those that run by themselves outside the steps. */
+export interface PlanChecks {
+  all: PlanCheck[];
+  /** Before anything is created; a failure ends the rollout (RolledBack, nothing to undo). */
+  beforeStart: string[];
+  /** After the promotion is complete: reported, they cannot undo it. */
+  afterPromotion: string[];
+  /** After a rollback or abort has undone everything: reported. */
+  onRollback: string[];
+}
 
 /** One metric that judges the canary, its query already written out for this Application (as it is sent). */
 export interface AnalysisMetric {
@@ -62,6 +89,7 @@ export interface RolloutPlan {
   steps: PlanStep[];
   gates: HealthGates;
   analysis?: AnalysisPlan;
+  checks?: PlanChecks;
   progressDeadlineMs: number;
 }
 
@@ -71,6 +99,7 @@ export function describeStep(step: PlanStep | undefined, index: number, total: n
   const at = `step ${index + 1}/${total}`;
   if (step.kind === 'weight') return step.label ? `${at}: ${step.label}` : `${at}: set canary weight to ${step.weight}%`;
   if (step.kind === 'analysis' || step.kind === 'wait') return `${at}: ${step.label} for ${formatMs(step.ms)}`;
+  if (step.kind === 'check') return `${at}: ${step.phase ? `${step.phase} ` : ''}check ${step.check}`;
   if (step.kind === 'header') return step.match.length ? `${at}: route requests matching ${describeMatch(step.match)} to the canary` : `${at}: remove the header route`;
   if (step.kind === 'mirror') return step.percent ? `${at}: mirror ${step.percent}% of requests to the canary` : `${at}: stop mirroring`;
   if (step.approval) return step.ms === null ? `${at}: ${step.approval}: waiting for a promote` : `${at}: ${step.approval} in ${formatMs(step.ms)} (or at a promote)`;

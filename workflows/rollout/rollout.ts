@@ -7,7 +7,7 @@ import {
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
-import type { AnalysisVerdict, CanaryRef } from '../../activities/types.ts';
+import type { AnalysisVerdict, CanaryRef, CheckVerdict } from '../../activities/types.ts';
 import { noCanaryRoute, reachesCanary, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
 import {
   applicationWorkflowId, rolloutEndedSignal,
@@ -24,7 +24,7 @@ import { duration, run, waitFor, type Summarizable } from '../summary.ts';
 import type { canaryRolloutWorkflow } from './workflow.ts';
 
 /** Failures no retry can fix: the rollout acts on them at once. */
-export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded];
+export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded, FailureType.CheckNotAllowed];
 
 /** Continue-as-new past this many history events, unless the server suggests it sooner. */
 export const defaultMaxHistoryEvents = 2000;
@@ -242,6 +242,8 @@ export class Rollout {
         Reason.RolloutRecovered, 'Warning');
       if (at.at !== 'steps') return;
     } else if (at.at === 'start') {
+      // beforeStart checks: a failure ends the rollout before anything is created.
+      for (const name of this.plan.checks?.beforeStart ?? []) await this.runCheck(name, 'beforeStart', true);
       await this.publish(RolloutPhase.Progressing, `creating ${this.plan.strategy === 'blueGreen' ? `the preview of ${this.plan.version} (${this.plan.image}, reachable through the Service ${this.ref.name}-preview)` : `canary ${this.plan.version} (${this.plan.image})`}`, Reason.CanaryStarted);
     } else {
       return;
@@ -289,6 +291,12 @@ export class Rollout {
       await this.timedStep(index, step, text);
       return;
     }
+    if (step.kind === 'check') {
+      await this.runCheck(step.check, step.phase ?? 'step', true);
+      this.m.position = { at: 'steps', step: index, done: true };
+      await this.publish(RolloutPhase.Progressing, `${text}: passed`, Reason.CanaryStepCompleted);
+      return;
+    }
     const next = withStep(this.m.target, step);
     if (reachesCanary(next)) {
       const up = step.kind === 'weight' && step.weight > this.m.route.weight && this.needsAnalysis();
@@ -325,6 +333,80 @@ export class Rollout {
     this.m.stepEndsAt = undefined;
     this.m.position = { at: 'steps', step: index, done: true };
     if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryStepCompleted);
+  }
+
+  /**
+   * Runs one check and records its verdict (status, an Event, the history): an HTTP check (its activity makes the
+   * attempts), waiting paused while a confirm check is not yet confirmed (a promote confirms it); or a Job check,
+   * watched until its Job ends (health gates and control requests go on meanwhile), then deleted. A failure of a
+   * `fatal` check unwinds the rollout (reason CheckFailed, or CheckNotAllowed for a host the operator refuses).
+   */
+  private async runCheck(name: string, phase: string, fatal: boolean): Promise<CheckVerdict> {
+    const c = this.plan.checks?.all.find((x) => x.name === name);
+    if (!c) throw new Unwind({ phase: RolloutPhase.RolledBack, reason: Reason.CheckFailed, message: `check ${name} is not among the rollout's checks` });
+    const context = {
+      application: this.ref.name, namespace: this.ref.namespace, version: this.plan.version, image: this.plan.image,
+      phase: phase as 'step', ...(phase === 'step' ? { step: this.state.step } : {}), weight: this.state.weight,
+    };
+    let outcome: { result: 'pass' | 'fail'; message: string; reason?: string };
+    if (c.kind === 'http') {
+      const http = proxyActivities<Activities>({
+        startToCloseTimeout: c.maxMs + 10_000, heartbeatTimeout: '30s',
+        retry: { initialInterval: '1s', maximumAttempts: 3, nonRetryableErrorTypes: fatalFailures },
+      });
+      let waited = false;
+      for (;;) {
+        const r = await this.call(`${phase} check ${name}: ${c.spec.http?.method ?? 'POST'} ${c.spec.http?.url ?? ''}`, http.runHttpCheck, { ...this.ref, check: c.spec, context });
+        if (r.verdict !== 'waiting') {
+          outcome = { result: r.verdict, message: r.detail, ...(r.reason ? { reason: r.reason } : {}) };
+          break;
+        }
+        if (this.promoteRequested) {
+          outcome = { result: 'pass', message: `confirmed by the promote of ${this.m.promoteRequest?.by ?? 'a request'} (the endpoint said: ${r.detail})` };
+          break;
+        }
+        if (!waited) {
+          waited = true;
+          this.recordCheck({ name, phase, result: 'waiting', message: r.detail, at: new Date().toISOString() });
+          await this.publish(RolloutPhase.Paused, `waiting for check ${name} to confirm (asking ${c.spec.http?.url ?? ''} every ${Math.round(c.intervalMs / 1000)} s; a promote confirms too): ${r.detail}`, Reason.CheckWaiting);
+        }
+        await this.watch({ pause: true, until: Date.now() + c.intervalMs, done: () => this.promoteRequested });
+      }
+    } else {
+      const { jobName } = await this.call(`${phase} check ${name}: start its Job`, acts.startJobCheck, { ...this.ref, check: c.spec, context });
+      this.m.checkJob = jobName;
+      await this.publish(this.state.phase === RolloutPhase.Paused ? RolloutPhase.Progressing : this.state.phase, `${phase} check ${name}: Job ${jobName} running`);
+      const giveUpAt = Date.now() + c.timeoutMs + 60_000;
+      for (;;) {
+        const o = await this.call(`${phase} check ${name}: look at Job ${jobName}`, checks.observeJobCheck, { namespace: this.ref.namespace, jobName });
+        if (o.state !== 'running') {
+          outcome = { result: o.state === 'succeeded' ? 'pass' : 'fail', message: o.message };
+          break;
+        }
+        if (Date.now() >= giveUpAt) {
+          outcome = { result: 'fail', message: `Job ${jobName} still runs ${Math.round((c.timeoutMs + 60_000) / 1000)} s after it was made: ${o.message}` };
+          break;
+        }
+        await this.watch({ until: Date.now() + Math.min(5000, this.plan.gates.intervalMs) });
+      }
+      await this.call(`delete Job ${jobName}`, acts.deleteJobCheck, { namespace: this.ref.namespace, jobName });
+      this.m.checkJob = undefined;
+    }
+    const verdict: CheckVerdict = { name, phase, result: outcome.result, message: outcome.message, at: new Date().toISOString() };
+    this.recordCheck(verdict);
+    const line = `${phase} check ${name} ${outcome.result === 'pass' ? 'passed' : 'failed'}: ${outcome.message}`;
+    log.info(line, { check: name, phase, result: outcome.result });
+    if (outcome.result === 'fail' && fatal) {
+      throw new Unwind({ phase: RolloutPhase.RolledBack, reason: outcome.reason ?? Reason.CheckFailed, message: line });
+    }
+    if (!isTerminal(this.state.phase)) {
+      await this.publish(this.state.phase === RolloutPhase.Paused ? RolloutPhase.Progressing : this.state.phase, line, outcome.result === 'pass' ? Reason.CheckPassed : Reason.CheckFailed, outcome.result === 'pass' ? 'Normal' : 'Warning');
+    }
+    return verdict;
+  }
+
+  private recordCheck(v: CheckVerdict): void {
+    this.state.checks = [...(this.state.checks ?? []), v].slice(-10);
   }
 
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
@@ -394,7 +476,13 @@ export class Rollout {
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
     this.undos.clear();
     this.state.reason = Reason.CanaryPromoted;
-    await this.publish(RolloutPhase.Promoted, `stable runs ${this.plan.image}; all traffic on stable, canary removed${by}`, Reason.CanaryPromoted);
+    const promoted = `stable runs ${this.plan.image}; all traffic on stable, canary removed${by}`;
+    await this.publish(RolloutPhase.Promoted, promoted, Reason.CanaryPromoted);
+    // postPromotion checks of a canary: reported (status, Event, history); a promotion done is not undone.
+    for (const name of this.plan.checks?.afterPromotion ?? []) {
+      const v = await this.runCheck(name, 'postPromotion', false);
+      await this.publish(RolloutPhase.Promoted, `${promoted}; postPromotion check ${name}: ${v.result}: ${v.message}`, v.result === 'pass' ? Reason.CheckPassed : Reason.CheckFailed, v.result === 'pass' ? 'Normal' : 'Warning');
+    }
     return this.result();
   }
 
@@ -427,6 +515,20 @@ export class Rollout {
       this.state.weight = 0;
       this.state.routing = undefined;
       this.m.route = noCanaryRoute;
+      // A Job check cut short by the unwinding goes with it.
+      if (this.m.checkJob) {
+        const job = this.m.checkJob;
+        await this.persist(`delete Job ${job}`, () => run(acts.deleteJobCheck, `delete Job ${job}`, { namespace: this.ref.namespace, jobName: job }), { undo: true });
+        this.m.checkJob = undefined;
+      }
+      // onRollback checks: told what happened, reported; nothing they say stops the rollback.
+      for (const name of this.plan.checks?.onRollback ?? []) {
+        try {
+          await this.runCheck(name, 'onRollback', false);
+        } catch (e) {
+          log.warn(`onRollback check ${name} could not run`, { err: String(e) });
+        }
+      }
       const who = aborted && this.state.abortedBy ? ` by ${this.state.abortedBy}` : '';
       await this.publish(stop.phase, `${aborted ? 'aborted' : 'rolled back'}${who}: ${stop.message}; all traffic on stable, canary removed`,
         aborted ? Reason.CanaryAborted : Reason.CanaryRolledBack, 'Warning');
@@ -704,6 +806,7 @@ export class Rollout {
         ...(s.reason ? { reason: s.reason } : {}),
         ...(s.routing ? { routing: s.routing } : {}),
         ...(s.analysis ? { analysis: s.analysis.verdicts } : {}),
+        ...(s.checks ? { checks: s.checks } : {}),
       },
     };
   }
