@@ -17,9 +17,9 @@ withOperatorOptions(program.command('run').description('run the operator (watche
 });
 
 const actions: Record<ControlAction, string> = {
-  promote: 'promote the running canary: stable takes its image, then all traffic returns to stable and the canary is removed',
-  abort: 'abort the running canary: all traffic back to stable first, then the canary is removed',
-  pause: 'hold the running canary at its current step (health gates keep running)',
+  promote: 'promote the running rollout (a canary, or a blue-green preview: the first promote switches): stable takes the new image, then all traffic returns to stable and the new version\'s Deployment is removed',
+  abort: 'abort the running rollout: all traffic back to stable first (a blue-green switch goes back), then the new version\'s Deployment is removed',
+  pause: 'hold the running rollout at its current step (health gates keep running)',
   resume: 'lift a pause you (or someone) asked for, or a hold for an inconclusive analysis; a pause step is an approval that only promote passes',
 };
 
@@ -74,7 +74,7 @@ withClientOptions(withTarget(program.command('status').description("show the App
       }
       if (s.rollout) console.log(`${formatRollout(s.rollout)}\n  workflow: ${s.rolloutStatus}`);
       else if (s.rolloutResult) console.log(`last rollout: ${formatResult(s.rolloutResult)}`);
-      else console.log('no canary rollout');
+      else console.log('no rollout');
       for (const line of failing('rollout')) console.log(line);
     } finally {
       await connection.close();
@@ -123,7 +123,7 @@ withClientOptions(withRelease(release.command('status').description('show the Re
     }
   });
 
-withClientOptions(withTarget(program.command('history').description('every canary rollout of the Application, newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
+withClientOptions(withTarget(program.command('history').description('every rollout of the Application (canary or blue-green), newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
   .option('-o, --output <format>', 'text or json', 'text')
   .option('--limit <n>', 'at most this many rollouts', (v) => Number.parseInt(v, 10), 20))
   .action(async (app: string, opts: Record<string, unknown>) => {

@@ -75,9 +75,9 @@ export async function control(client: Client, action: ControlAction, namespace: 
     }
     if (!(err instanceof WorkflowNotFoundError)) throw err;
     const closed = await closedRollout(handle);
-    if (!closed) throw new Error(`no canary rollout has run for ${namespace}/${name}`, { cause: err });
+    if (!closed) throw new Error(`no rollout has run for ${namespace}/${name}`, { cause: err });
     if (action === 'abort') return { accepted: false, note: `nothing to abort: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message}`, result: closed };
-    throw new Error(`${action} rejected: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message} (no canary rollout is running for ${namespace}/${name})`, { cause: err });
+    throw new Error(`${action} rejected: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message} (no rollout is running for ${namespace}/${name})`, { cause: err });
   }
 }
 
@@ -260,7 +260,7 @@ function causeMessages(err: unknown): string {
 /** A few lines a person reads; the time left in a pause is computed from its end, now. */
 export function formatRollout(r: RolloutState, now = Date.now()): string {
   const lines = [
-    `canary ${r.key.replace('|', ' (')}) — ${r.phase}`,
+    `rollout of ${r.key.replace('|', ' (')}) — ${r.phase}`,
     `  step ${Math.min(r.step + 1, r.totalSteps)}/${r.totalSteps}, weight ${r.weight}%`,
     `  ${r.message}`,
   ];
@@ -302,5 +302,5 @@ export function formatFailing(f: FailingActivity, now = Date.now()): string {
 
 /** One line for a rollout that is over. */
 export function formatResult(r: RolloutResult): string {
-  return `canary ${r.key.replace('|', ' (')}) — ${r.phase}: ${r.message}`;
+  return `rollout of ${r.key.replace('|', ' (')}) — ${r.phase}: ${r.message}`;
 }

@@ -50,6 +50,8 @@ export interface RolloutHistory {
   closedAt?: string;
   version?: string;
   image?: string;
+  /** The rollout's strategy (canary when its plan names none). */
+  strategy?: string;
   steps: string[];
   /** The analysis's interval and queries, when the rollout has one; its verdicts are entries. */
   analysis?: { intervalSeconds: number; queries: AnalysisQuery[] };
@@ -113,7 +115,7 @@ export async function tellRollouts(workflowId: string, runs: RolloutRun[], event
     if (continuing && continuing.from === run.runId) {
       const later = continuing.run;
       Object.assign(later, {
-        runId: story.runId, startedAt: story.startedAt, version: story.version ?? later.version, image: story.image ?? later.image,
+        runId: story.runId, startedAt: story.startedAt, version: story.version ?? later.version, image: story.image ?? later.image, ...(story.strategy ?? later.strategy ? { strategy: story.strategy ?? later.strategy } : {}),
         steps: story.steps.length ? story.steps : later.steps, entries: [...story.entries, ...later.entries], runs: (later.runs ?? 1) + 1,
       });
     } else {
@@ -291,7 +293,7 @@ export async function tellRun(events: HistoryEvent[], decode: Decode): Promise<{
   const plan = input?.plan;
   return {
     story: {
-      ...(plan ? { version: plan.version, image: plan.image } : {}),
+      ...(plan ? { version: plan.version, image: plan.image, strategy: plan.strategy ?? 'canary' } : {}),
       steps: plan ? plan.steps.map((s, i) => describeStep(s, i, plan.steps.length)) : [],
       ...(plan?.analysis ? {
         analysis: {
@@ -342,9 +344,9 @@ function timeOf(e: HistoryEvent): string {
 
 /** The histories in a few lines a person reads: each metric's query once, then its verdicts as they came. */
 export function formatHistory(namespace: string, name: string, histories: RolloutHistory[]): string {
-  if (histories.length === 0) return `${namespace}/${name}: no canary rollout has run`;
+  if (histories.length === 0) return `${namespace}/${name}: no rollout has run`;
   return histories.map((h) => [
-    `canary ${h.version ?? '?'} (${h.image ?? '?'}) — ${h.outcome?.phase ?? h.status}${h.outcome ? `: ${h.outcome.message}` : ''}`,
+    `${h.strategy === 'blueGreen' ? 'blue-green rollout' : 'canary'} ${h.version ?? '?'} (${h.image ?? '?'}) — ${h.outcome?.phase ?? h.status}${h.outcome ? `: ${h.outcome.message}` : ''}`,
     `  started ${h.startedAt}${h.closedAt ? `, ended ${h.closedAt}` : ', still running'}; workflow ${h.workflowId} run ${h.runId}${h.runs && h.runs > 1 ? ` (and ${h.runs - 1} later run(s): it continued as new)` : ''}`,
     ...(h.steps.length ? ['  steps:', ...h.steps.map((s) => `    ${s}`)] : []),
     ...(h.analysis ? [
