@@ -1,6 +1,6 @@
 import type { V1Service } from '@kubernetes/client-node';
-import type { Application } from '../api/application.ts';
-import { LABEL_NAME, LABEL_VERSION, PREVIEW_SERVICE_SUFFIX, childName } from '../api/constants.ts';
+import { canaryImage, type Application } from '../api/application.ts';
+import { LABEL_NAME, LABEL_VERSION, PREVIEW_SERVICE_SUFFIX, childName, isTerminal } from '../api/constants.ts';
 import { childMetadata, compact } from './meta.ts';
 
 /** The Service `<app>`: spec type and ports, selecting the pods of every version (Istio splits the traffic). */
@@ -24,11 +24,15 @@ export function previewServiceName(app: { metadata: { name: string } }): string 
 
 /**
  * The preview Service `<app>-preview` of a blue-green rollout: the ports of `<app>`, selecting only the new version's
- * pods, so it can be tried (by people, a check, a load test) before any user request reaches it.
+ * pods, so it can be tried (by people, a check, a load test) before any user request reaches it. None once the
+ * rollout of this version and image is over: an abort or a rollback leaves the spec as it was (canary still
+ * enabled) but removes the preview's pods, and a Service selecting nothing must not stay behind.
  */
 export function renderPreviewService(app: Application): V1Service | null {
   const canary = app.spec.serviceMesh?.canary;
   if (!canary?.enabled || canary.strategy !== 'blueGreen' || !canary.canaryVersion) return null;
+  const last = app.status?.canary;
+  if (isTerminal(last?.phase) && last?.version === canary.canaryVersion && last.image === canaryImage(app.spec)) return null;
   return {
     apiVersion: 'v1',
     kind: 'Service',

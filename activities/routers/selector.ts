@@ -6,7 +6,8 @@
 //   connections, not requests, over the endpoints); at 100% the new version's pods only.
 // The Service is the rollout's while it runs (render/children.ts marks it rolloutOwned for these routers); removing
 // the canary pins the stable pods before the canary's pods go, and the reconciler's next pass writes its own
-// selector back.
+// selector back, which pins the stable pods too (the canary Deployment is deleted in the background: its pods may
+// outlive the rollout for a moment).
 import { ApplicationFailure } from '@temporalio/activity';
 import type { Application } from '../../api/application.ts';
 import { FIELD_MANAGER, FailureType, LABEL_NAME, LABEL_VERSION, STABLE_VERSION, canaryName, childName } from '../../api/constants.ts';

@@ -76,6 +76,28 @@ describe('children of a blue-green rollout', () => {
     assert.equal(service.rolloutOwned(meshed), false, 'through a mesh the Service selects every version and is the reconciler\'s');
   });
 
+  test('between rollouts the reconciler\'s Service pins the stable pods when a selector routes (a canary\'s pods may outlive its rollout)', () => {
+    const selectorOf = (a: Application) => (renderChildren(a).apply.find((c) => c.object.kind === 'Service' && c.object.metadata.name === 'shop')?.object as unknown as { spec: { selector: unknown } }).spec.selector;
+    const pinned = { 'app.kubernetes.io/name': 'shop', version: 'stable' };
+    assert.deepEqual(selectorOf(blueGreen()), pinned);
+    assert.deepEqual(selectorOf(app({ image: 'shop:1', replicas: 4, traffic: { router: 'replicas' }, serviceMesh: { canary: { enabled: false, canaryVersion: 'v2' } } })), pinned);
+    assert.deepEqual(selectorOf(app({ image: 'shop:1', serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2' } } })), { 'app.kubernetes.io/name': 'shop' }, 'through a mesh: every version');
+  });
+
+  test('no preview Service once the rollout of this version and image is over (an abort keeps the spec, not the preview\'s pods)', () => {
+    const names = (a: Application) => ({
+      apply: renderChildren(a).apply.map((c) => c.object.metadata.name).filter((n) => n === 'shop-preview'),
+      absent: renderChildren(a).absent.map((c) => c.ref.name).filter((n) => n === 'shop-preview'),
+    });
+    const withStatus = (canary: JsonObject) => ({ ...blueGreen(), status: { canary } }) as Application;
+    for (const phase of ['Aborted', 'RolledBack', 'Failed']) {
+      assert.deepEqual(names(withStatus({ phase, version: 'v2', image: 'shop:2' })), { apply: [], absent: ['shop-preview'] }, `${phase}: pruned`);
+    }
+    assert.deepEqual(names(withStatus({ phase: 'Paused', version: 'v2', image: 'shop:2' })).apply, ['shop-preview'], 'while it runs');
+    assert.deepEqual(names(withStatus({ phase: 'Aborted', version: 'v2', image: 'shop:1' })).apply, ['shop-preview'], 'an earlier rollout\'s end says nothing of this one');
+    assert.deepEqual(names(withStatus({ phase: 'Aborted', version: 'v1', image: 'shop:2' })).apply, ['shop-preview']);
+  });
+
   test('the preview Deployment is a full copy unless previewReplicas says otherwise', () => {
     const replicasOf = (a: Application) => (renderChildren(a, { canary: { weight: 0 } }).apply.find((c) => c.object.metadata.name === 'shop-canary')?.object as unknown as { spec: { replicas: number } }).spec.replicas;
     assert.equal(replicasOf(blueGreen()), 3);
