@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process';
 import { resolve } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../lib/poll.ts';
-import type { TrafficSummary } from '../../lib/traffic.ts';
+import { sendRequests, summarize, type TrafficSummary } from '../../lib/traffic.ts';
 import { servingImage } from '../../stack/pod-behaviour.ts';
 import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, kube, testNamespace, type Json } from '../../testkit/apps.ts';
 import { waitCanaryPhase } from '../../testkit/canary.ts';
@@ -70,6 +70,13 @@ async function allFrom(host: string, version: string, count: number): Promise<Tr
   return s;
 }
 
+/** Requests at a steady rate for `ms`: every one must be answered by `version` (nothing leaks back after a rollout ends). */
+async function steadilyFrom(host: string, version: string, ms: number): Promise<void> {
+  const answers = await sendRequests({ url: (await dataPlane()).gatewayUrl, host }, { rps: 50, durationMs: ms });
+  const s = summarize(answers);
+  assert.deepEqual(s.byVersion, { [version]: s.total }, `${s.total} requests over ${ms} ms to ${host}: ${JSON.stringify(s.byStatus)}`);
+}
+
 const selectorOf = async (ns: string, name: string) => (await getObject('v1', 'Service', ns, name))?.spec?.selector as Record<string, string> | undefined;
 
 describe('strategies without a mesh, on real requests', () => {
@@ -107,9 +114,16 @@ describe('strategies without a mesh, on real requests', () => {
     await waitForVersions({ host: hostOf(n, 'preview') }, ['v2']);
     await allFrom(hostOf(n, 'preview'), 'v2', 100);
 
+    // Requests all along, from before the promote until after the rollout ended: once the switch is made, none may
+    // reach a pod of the old image again (the stable Deployment's own rollout to the new image, the Service taken
+    // back to the stable pods, the preview going).
+    const load = new AbortController();
+    const during: { at: number; pod?: string | undefined; version?: string | undefined }[] = [];
+    const background = sendRequests({ url: (await dataPlane()).gatewayUrl, host }, { rps: 30, signal: load.signal, onAnswer: (a) => during.push({ at: Date.now(), pod: a.pod, version: a.version }) });
     const asked = Date.now();
     await cli(['promote', 'web', '-n', n]);
     const seconds = await untilAllFrom(host, 'v2', asked);
+    const switchedAt = asked + seconds * 1000;
     console.log(`blue-green promote: no request reaches the old version ${seconds.toFixed(2)} s after the promote command started`);
     assert.ok(seconds < 30, `the switch took ${seconds} s`);
     const switched = await allFrom(host, 'v2', 200);
@@ -131,12 +145,19 @@ describe('strategies without a mesh, on real requests', () => {
       return s.byVersion['stable'] === 40 && images.every((i) => i === V2) ? true : undefined;
     }, { timeoutMs: 90_000, intervalMs: 500 });
     const after = await allFrom(host, 'stable', 200);
+    load.abort();
+    await background;
     const pods = (await podRequests(n)).pods;
+    const imageOf = (p: string | undefined) => pods.find((q) => `${q.namespace}/${q.name}` === p)?.images.join() ?? `(pod ${String(p)} unknown)`;
     for (const p of Object.keys(after.byPod)) {
-      const pod = pods.find((q) => `${q.namespace}/${q.name}` === p);
-      assert.deepEqual(pod?.images, [V2], `${p} runs the new image`);
+      assert.equal(imageOf(p), V2, `${p} runs the new image`);
       assert.ok(!p.startsWith(`${n}/web-canary-`), `${p} is a stable pod`);
     }
+    const late = during.filter((a) => a.at > switchedAt + 500);
+    const old = late.filter((a) => imageOf(a.pod) !== V2);
+    console.log(`blue-green promote: ${late.length} requests after the switch, ${old.length} answered by anything but a pod of the new image`);
+    assert.ok(late.length > 100, `requests went on after the switch (${late.length})`);
+    assert.deepEqual(old.slice(0, 5), [], `after the switch, answers not from the new image: ${old.length}`);
   });
 
   it('blue-green: an abort in the switch-back window puts every request back on the untouched stable version', async () => {
@@ -162,11 +183,17 @@ describe('strategies without a mesh, on real requests', () => {
     assert.equal(app.spec.image, V1, 'the spec keeps the old image');
     assert.equal((await getDeployment(n, 'back'))!.spec.template.spec.containers[0].image, V1, 'the stable Deployment never changed');
     assert.deepEqual(await selectorOf(n, 'back'), { 'app.kubernetes.io/name': 'back', version: 'stable' });
+    // While the reconciler takes the Service back and the preview's pods go, no request reaches them.
+    await steadilyFrom(host, 'stable', 5000);
+    assert.deepEqual(await selectorOf(n, 'back'), { 'app.kubernetes.io/name': 'back', version: 'stable' }, 'the reconciler keeps the stable pods pinned');
     const after = await allFrom(host, 'stable', 200);
     const pods = (await podRequests(n)).pods;
     for (const p of Object.keys(after.byPod)) assert.deepEqual(pods.find((q) => `${q.namespace}/${q.name}` === p)?.images, [V1], `${p} runs the old image`);
-    await eventually('the preview gone', async () =>
-      (await getDeployment(n, 'back-canary')) === null && (await getObject('v1', 'Service', n, 'back-preview')) === null ? true : undefined, { timeoutMs: 60_000 });
+    await eventually('the preview gone', async () => {
+      const left = [(await getDeployment(n, 'back-canary')) && 'Deployment back-canary', (await getObject('v1', 'Service', n, 'back-preview')) && 'Service back-preview'].filter(Boolean);
+      if (left.length) throw new Error(`still there: ${left.join(', ')}`);
+      return true;
+    }, { timeoutMs: 60_000 });
   });
 
   it('a canary by replicas: 1 canary pod beside 4 stable ones takes about 20% of real requests; abort puts all back on stable', async () => {
@@ -178,8 +205,9 @@ describe('strategies without a mesh, on real requests', () => {
     }));
     await userRoute(n, 'pods-ingress', host, 'pods');
     const paused = await waitCanaryPhase(n, 'pods', 'Paused', 120_000);
-    assert.match(paused.status.canary.routing ?? '', /approximately/);
-    console.log(`replicas router at the pause: status.canary.routing "${paused.status.canary.routing}"`);
+    // Asserted at the end, so that the share is measured and printed whatever status says.
+    const routing = String(paused.status.canary.routing ?? '');
+    console.log(`replicas router at the pause: status.canary.routing ${JSON.stringify(routing)}, weight ${paused.status.canary.weight}`);
     assert.equal((await getDeployment(n, 'pods-canary'))?.spec.replicas, 1, 'the canary Deployment has 1 replica');
     assert.deepEqual(await selectorOf(n, 'pods'), { 'app.kubernetes.io/name': 'pods' }, 'the Service selects both versions');
 
@@ -198,8 +226,11 @@ describe('strategies without a mesh, on real requests', () => {
     console.log(`replicas router abort: every request on stable ${seconds.toFixed(2)} s after the abort command started`);
     await waitCanaryPhase(n, 'pods', 'Aborted', 60_000);
     assert.deepEqual(await selectorOf(n, 'pods'), { 'app.kubernetes.io/name': 'pods', version: 'stable' }, 'the Service pinned to the stable pods');
+    await steadilyFrom(host, 'stable', 5000);
     await eventually('the canary Deployment gone', async () => ((await getDeployment(n, 'pods-canary')) === null ? true : undefined), { timeoutMs: 60_000 });
+    assert.deepEqual(await selectorOf(n, 'pods'), { 'app.kubernetes.io/name': 'pods', version: 'stable' }, 'the reconciler keeps the stable pods pinned');
     await allFrom(host, 'stable', 200);
+    assert.match(routing, /^approximately, by pods: 1 canary beside 4 stable$/, 'at the pause status.canary.routing says how the split is made');
   });
 
   it('the API server refuses a blue-green rollout with steps and a canary by replicas with a header route', async () => {
