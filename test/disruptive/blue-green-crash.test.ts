@@ -29,8 +29,9 @@ async function assertSwitchedAndSettled(ns: string, name: string, image: string)
   assert.equal((await getDeployment(ns, name))!.spec.template.spec.containers[0].image, image);
   await waitForObject(`${name}-canary removed`, () => getDeployment(ns, `${name}-canary`), (d) => d === null);
   await waitForObject(`${name}-preview removed`, () => getObject('v1', 'Service', ns, `${name}-preview`), (svc) => svc === null, 60_000);
-  // The reconciler takes its Service back once the rollout is over: every version's pods (only stable's are left).
-  await eventually('the Service selects by name again', async () => ((await selectorOf(ns, name)) === undefined ? true : undefined), { timeoutMs: 60_000 });
+  // The reconciler takes its Service back once the rollout is over, pinning the stable pods as the rollout left it
+  // (the preview's pods may outlive its Deployment a moment: a selector of every version would take them).
+  await eventually('the Service pins the stable pods', async () => ((await selectorOf(ns, name)) === 'stable' ? true : undefined), { timeoutMs: 60_000 });
 }
 
 describe('blue-green rollouts survive crashes', () => {
