@@ -4,7 +4,7 @@ import { parseApplication } from '../../api/application.ts';
 import { valueOf } from '../../activities/metrics.ts';
 import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
 import { analysisPlan, renderQuery, templates } from '../../reconcile/analysis.ts';
-import { describeRange, judge, tally, type MetricTally } from '../../workflows/rollout/analysis.ts';
+import { describeRange, judge, keepPerMetric, lastVerdicts, tally, type MetricTally } from '../../workflows/rollout/analysis.ts';
 import type { AnalysisMetric } from '../../workflows/rollout/plan.ts';
 import { UID } from '../fixtures/applications.ts';
 
@@ -150,4 +150,17 @@ describe('valueOf: one number from an instant query', () => {
       else assert.equal(error, undefined);
     });
   }
+});
+
+describe('verdicts kept and shown', () => {
+  const v = (metric: string, i: number, result: 'pass' | 'fail' | 'inconclusive' = 'pass') =>
+    ({ metric, at: `t${i}`, result, message: '', range: { min: 99 }, query: 'q', weight: 10, ...(result === 'inconclusive' ? {} : { value: 90 + i }) });
+  test('the newest few of each metric, however many metrics', () => {
+    const all = [...Array.from({ length: 8 }, (_, i) => v('a', i)), v('b', 0), v('c', 0), v('c', 1)];
+    const kept = keepPerMetric(all, 3);
+    assert.deepEqual(kept.map((x) => `${x.metric}${x.at}`), ['at5', 'at6', 'at7', 'bt0', 'ct0', 'ct1']);
+  });
+  test('the last verdict of each metric in one line', () => {
+    assert.deepEqual(lastVerdicts([v('a', 0), v('b', 1, 'inconclusive'), v('a', 9, 'fail')]), ['a: 99 vs the minimum 99: fail', 'b: no value vs the minimum 99: inconclusive']);
+  });
 });

@@ -3,8 +3,29 @@
 import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
 import type { AnalysisMetric } from './plan.ts';
 
-/** How many verdicts the rollout keeps (status, the query, the UI). */
-export const keptVerdicts = 10;
+/** How many verdicts of each metric the rollout keeps (status, the query, the UI). */
+export const keptVerdicts = 5;
+
+/** The newest `per` verdicts of each metric, in the order they came. */
+export function keepPerMetric(verdicts: readonly AnalysisVerdict[], per = keptVerdicts): AnalysisVerdict[] {
+  const seen = new Map<string, number>();
+  const kept: AnalysisVerdict[] = [];
+  for (let i = verdicts.length - 1; i >= 0; i--) {
+    const v = verdicts[i]!;
+    const n = seen.get(v.metric) ?? 0;
+    if (n >= per) continue;
+    seen.set(v.metric, n + 1);
+    kept.push(v);
+  }
+  return kept.reverse();
+}
+
+/** The last verdict of each metric, as one line each: `name: value vs range: result`. */
+export function lastVerdicts(verdicts: readonly AnalysisVerdict[]): string[] {
+  const last = new Map<string, AnalysisVerdict>();
+  for (const v of verdicts) last.set(v.metric, v);
+  return [...last.values()].map((v) => `${v.metric}: ${v.value ?? 'no value'} vs ${describeRange(v.range ?? {})}: ${v.result}${v.dryRun ? ' (dry run)' : ''}`);
+}
 
 /**
  * Judges one answer: inside the range is a pass, outside a fail, and an infinity (a division by zero) is compared like

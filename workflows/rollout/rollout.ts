@@ -14,7 +14,7 @@ import {
   type ControlAction, type ControlRequest, type RecoveredRollout, type RolloutCarry, type RolloutInput, type RolloutPosition, type RolloutResult,
   type RolloutState, type UndoKind,
 } from '../contract.ts';
-import { judge, keptVerdicts, tally, type AnalysisDecision } from './analysis.ts';
+import { judge, keepPerMetric, lastVerdicts, tally, type AnalysisDecision } from './analysis.ts';
 import { describeExtras, describeRoute, gateStep, interruption, type Interruption } from './decide.ts';
 import { describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
 import { describeFailure, failureType, persist } from '../kit/persist.ts';
@@ -177,7 +177,7 @@ export class Rollout {
     const by = request.by ? ` by ${request.by}` : '';
     if (action === 'promote') {
       this.m.promoteRequest = request;
-      this.state.message = `promote requested${by}`;
+      this.state.message = `promote requested${by}${request.reason ? `: ${request.reason}` : ''}`;
     } else if (action === 'abort') {
       this.m.abortRequest = request;
       this.state.phase = RolloutPhase.Aborting;
@@ -442,7 +442,8 @@ export class Rollout {
   async promote(): Promise<RolloutResult> {
     this.throwIfInterrupted(false);
     this.state.step = this.plan.steps.length;
-    const by = this.m.promoteRequest?.by ? ` by ${this.m.promoteRequest.by}` : '';
+    const request = this.m.promoteRequest;
+    const by = `${request?.by ? ` by ${request.by}` : ''}${request?.reason ? ` (${request.reason})` : ''}`;
     if (this.m.position.at !== 'promote') {
       // The last step promotes on its own only after a passing analysis at the last weight; a person's promote decides.
       if (!this.promoteRequested) {
@@ -714,7 +715,7 @@ export class Rollout {
     for (const v of verdicts) log.info(`analysis: ${v.metric}${v.dryRun ? ' (dry run)' : ''}: ${v.result}: ${v.message}`, { query: v.query, weight: v.weight });
     const { tallies, decision } = tally(this.m.tallies, verdicts, plan.metrics);
     this.m.tallies = tallies;
-    analysis.verdicts = [...analysis.verdicts, ...verdicts].slice(-keptVerdicts);
+    analysis.verdicts = keepPerMetric([...analysis.verdicts, ...verdicts]);
     await this.decideOnAnalysis(decision);
   }
 
@@ -789,6 +790,8 @@ export class Rollout {
       s.pausedByUser ? `paused by ${s.pausedBy ?? 'request'}` : '',
       `deadline ${s.deadlineAt}`,
       s.gates.length ? `last gate: ${s.gates.at(-1)!.reason}` : '',
+      s.analysis?.verdicts.length ? `analysis:\n${lastVerdicts(s.analysis.verdicts).map((l) => `- ${l}`).join('\n')}` : '',
+      s.checks?.length ? `checks:\n${s.checks.map((c) => `- ${c.name} (${c.phase}): ${c.result}: ${c.message}`).join('\n')}` : '',
       this.m.run > 1 ? `run ${this.m.run} of this rollout (it continues as new to keep its history short)` : '',
     ].filter(Boolean).join('\n\n'));
   }
