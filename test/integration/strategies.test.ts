@@ -122,9 +122,10 @@ describe('strategies without a mesh, on real requests', () => {
     const background = sendRequests({ url: (await dataPlane()).gatewayUrl, host }, { rps: 30, signal: load.signal, onAnswer: (a) => during.push({ at: Date.now(), pod: a.pod, version: a.version }) });
     const asked = Date.now();
     await cli(['promote', 'web', '-n', n]);
+    const answered = Date.now();
     const seconds = await untilAllFrom(host, 'v2', asked);
     const switchedAt = asked + seconds * 1000;
-    console.log(`blue-green promote: no request reaches the old version ${seconds.toFixed(2)} s after the promote command started`);
+    console.log(`blue-green promote: no request reaches the old version ${seconds.toFixed(2)} s after the promote command started (the command itself took ${((answered - asked) / 1000).toFixed(2)} s)`);
     assert.ok(seconds < 30, `the switch took ${seconds} s`);
     const switched = await allFrom(host, 'v2', 200);
     assert.deepEqual(await selectorOf(n, 'web'), { 'app.kubernetes.io/name': 'web', version: 'v2' }, 'after the switch the Service selects the new version');
@@ -175,8 +176,9 @@ describe('strategies without a mesh, on real requests', () => {
 
     const asked = Date.now();
     await cli(['abort', 'back', '-n', n, '--reason', 'switch back']);
+    const answered = Date.now();
     const seconds = await untilAllFrom(host, 'stable', asked);
-    console.log(`blue-green abort: every request on the stable version again ${seconds.toFixed(2)} s after the abort command started`);
+    console.log(`blue-green abort: every request on the stable version again ${seconds.toFixed(2)} s after the abort command started (the command itself took ${((answered - asked) / 1000).toFixed(2)} s)`);
     assert.ok(seconds < 30, `the switch-back took ${seconds} s`);
 
     const app = await waitCanaryPhase(n, 'back', 'Aborted', 60_000);
