@@ -375,6 +375,21 @@ describe('canary rollout workflow', { concurrency: true }, () => {
       assert.ok(run.r.calls.filter((c) => c.name === 'setCanaryRoute')[1]!.at > lastBlind, 'traffic moved up only after the metric answered');
     });
 
+    it('a blind hold across the end of a timed pause stays Paused, and says Progressing once the metric answers', async () => {
+      // Blind from the first analysis (at 20%, inside a 600 ms pause) until the 8th; good after.
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 600 }, { kind: 'weight', weight: 50 }], analysis: analysis([{ inconclusiveLimit: 1 }], 150) }), {
+        metrics: (n) => (n < 8 ? { value: null, error: 'no data' } : { value: 100 }),
+      });
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      const held = run.r.statuses.findIndex((st) => /analysis inconclusive, holding/.test(st.message));
+      const answered = run.r.statuses.findIndex((st) => /analysis answers again/.test(st.message));
+      assert.ok(held >= 0 && answered > held, 'held, then answered');
+      const between = run.r.statuses.slice(held, answered).map((st) => st.phase);
+      assert.deepEqual([...new Set(between)], ['Paused'], `no flip to Progressing while held: ${between.join(', ')}`);
+      assert.equal(run.r.statuses[answered]!.phase, 'Progressing', 'the pause step is over: the rollout goes on');
+    });
+
     it('a resume ends a hold for an inconclusive analysis; a promote overrides it', async () => {
       const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }], analysis: analysis([{ inconclusiveLimit: 1 }]) }));
       await run.r.until('held', (r) => /analysis inconclusive/.test(r.last()?.message ?? ''));

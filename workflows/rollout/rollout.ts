@@ -284,7 +284,9 @@ export class Rollout {
         await this.publish(RolloutPhase.Progressing, `step ${index + 1}/${this.plan.steps.length}: ${step.approval}: ${by}`, Reason.CanaryResumed);
         return;
       }
-      if (!this.promoteRequested) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
+      // Held by an inconclusive analysis, the rollout stays Paused and says why (holdWhileBlind), not Progressing
+      // for a moment between the pause and the hold.
+      if (!this.promoteRequested && !this.state.analysis?.blind) await this.publish(RolloutPhase.Progressing, `${text}: done`, Reason.CanaryResumed);
       return;
     }
     if (step.kind === 'analysis' || step.kind === 'wait') {
@@ -582,10 +584,12 @@ export class Rollout {
 
   /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
   private async routeTo(r: CanaryRoute): Promise<void> {
-    await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, ...this.router, version: this.plan.version, route: r });
+    const routed = await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, ...this.router, version: this.plan.version, route: r });
     this.m.route = r;
     this.state.weight = r.weight;
-    this.state.routing = describeExtras(r);
+    // What the router says of how it splits (a canary by pods: approximately), beside a header route or a mirror.
+    const how = [r.weight > 0 && r.weight < 100 ? routed.note : undefined, describeExtras(r)].filter(Boolean).join(', ');
+    this.state.routing = how || undefined;
     if (this.state.analysis) {
       this.state.analysis.passed = false;
       // The next analysis covers a whole interval of the new route.
@@ -733,7 +737,10 @@ export class Rollout {
     }
     if (decision.kind !== 'blind' && wasBlind) {
       analysis.blind = undefined;
-      await this.publish(this.state.phase, 'analysis answers again: the rollout goes on', Reason.AnalysisRecovered);
+      // What the rollout does now: Paused only where a pause step or a person still holds it.
+      const step = this.plan.steps[this.state.step];
+      const held = this.state.pausedByUser || (step?.kind === 'pause' && this.m.position.at === 'steps' && !this.m.position.done);
+      await this.publish(held ? RolloutPhase.Paused : RolloutPhase.Progressing, 'analysis answers again: the rollout goes on', Reason.AnalysisRecovered);
       return;
     }
     // Status shows the last verdicts.
