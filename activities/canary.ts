@@ -7,7 +7,7 @@ import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
 import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
-import type { RolloutPlan } from '../workflows/rollout/plan.ts';
+import type { RolloutPlan } from '../reconcile/plan.ts';
 import { routerFor } from './routers/router.ts';
 import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
 import { rolloutKey } from '../reconcile/canary-plan.ts';

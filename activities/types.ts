@@ -3,8 +3,8 @@ import type { Check } from '../api/application.ts';
 import type { FailureType, RolloutPhase, RolloutRouterName } from '../api/constants.ts';
 import type { CheckContext, JobCheckState } from '../reconcile/checks.ts';
 import type { CanaryRoute, RouteWeights } from '../routing/route.ts';
-import type { ReleasePlan } from '../workflows/release/plan.ts';
-import type { RolloutPlan } from '../workflows/rollout/plan.ts';
+import type { ReleasePlan } from '../reconcile/wave-plan.ts';
+import type { RolloutPlan } from '../reconcile/plan.ts';
 
 export interface ReconcileInput {
   namespace: string;

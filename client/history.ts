@@ -11,7 +11,7 @@ import { judge } from '../workflows/rollout/analysis.ts';
 import {
   controlActions, rolloutWorkflowId, type ControlAction, type ControlRequest, type RolloutInput, type RolloutResult,
 } from '../workflows/contract.ts';
-import { describeStep, type AnalysisMetric } from '../workflows/rollout/plan.ts';
+import { describeStep, type AnalysisMetric } from '../reconcile/plan.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
 export type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;

@@ -3,7 +3,7 @@
 // Traefik's). Pure, so the query in the history and in status is exactly the one sent.
 import type { AnalysisSpec } from '../api/application.ts';
 import { STABLE_VERSION, canaryName, childName } from '../api/constants.ts';
-import type { AnalysisPlan } from '../workflows/rollout/plan.ts';
+import type { AnalysisPlan } from './plan.ts';
 import { parseDuration } from '../api/application.ts';
 
 /** What `{{...}}` in a query stands for. */

@@ -1,5 +1,5 @@
 import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application } from '../api/application.ts';
-import type { PlanCheck, PlanChecks, RolloutPlan } from '../workflows/rollout/plan.ts';
+import type { PlanCheck, PlanChecks, RolloutPlan } from './plan.ts';
 import type { Check } from '../api/application.ts';
 import { checksAt, httpCheckMaxMs } from './checks.ts';
 import { canaryName } from '../api/constants.ts';

@@ -1,6 +1,6 @@
 import { parseDuration } from '../api/schema.ts';
 import type { Release } from '../api/release.ts';
-import type { ReleasePlan } from '../workflows/release/plan.ts';
+import type { ReleasePlan } from './wave-plan.ts';
 
 /** The plan of a Release's current generation: each wave with its steps (its own, else the Release's) and analysis. */
 export function releasePlan(release: Release): ReleasePlan {

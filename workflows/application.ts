@@ -11,7 +11,7 @@ import {
   type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
   type RecoveredRollout, type RolloutEnded,
 } from './contract.ts';
-import type { RolloutPlan } from './rollout/plan.ts';
+import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { canaryRolloutWorkflow } from './rollout/workflow.ts';
 import { rolloutWorkflows } from './strategies.ts';
 import { appPhaseKey } from './search-attributes.ts';

@@ -7,8 +7,8 @@ import type { AnalysisVerdict, CheckVerdict, RecoveredRollout } from '../activit
 import type { CanaryRoute } from '../routing/route.ts';
 import type { MetricTally } from './rollout/analysis.ts';
 import type { Interruption } from './rollout/decide.ts';
-import type { RolloutPlan } from './rollout/plan.ts';
-import type { ReleasePlan } from './release/plan.ts';
+import type { RolloutPlan } from '../reconcile/plan.ts';
+import type { ReleasePlan } from '../reconcile/wave-plan.ts';
 
 // ---- the Application workflow ----
 

@@ -4,7 +4,7 @@
 // of the one rollout engine: the switch is a 100% route, the switch-back the rollout's compensation.
 import { parseDuration, type Application } from '../../api/application.ts';
 import { canaryReplicas } from '../../render/deployment.ts';
-import type { PlanStep } from '../../workflows/rollout/plan.ts';
+import type { PlanStep } from '../plan.ts';
 import { checksAt } from '../checks.ts';
 
 export function blueGreenSteps(app: Application): PlanStep[] {

@@ -1,6 +1,6 @@
 // The canary strategy: a second Deployment takes a growing share of the traffic through the router, step by step.
 import { parseDuration, type Application } from '../../api/application.ts';
-import type { PlanStep } from '../../workflows/rollout/plan.ts';
+import type { PlanStep } from '../plan.ts';
 import { checksAt } from '../checks.ts';
 
 /**

@@ -3,7 +3,7 @@
 // docs/architecture.md walks through it.
 import type { Application } from '../../api/application.ts';
 import type { StrategyName } from '../../api/constants.ts';
-import type { PlanStep } from '../../workflows/rollout/plan.ts';
+import type { PlanStep } from '../plan.ts';
 import { blueGreenMinReady, blueGreenSteps } from './blue-green.ts';
 import { canarySteps } from './canary.ts';
 

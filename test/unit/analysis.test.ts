@@ -5,7 +5,7 @@ import { valueOf } from '../../activities/metrics.ts';
 import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
 import { analysisPlan, renderQuery, templates } from '../../reconcile/analysis.ts';
 import { describeRange, judge, keepPerMetric, lastVerdicts, tally, type MetricTally } from '../../workflows/rollout/analysis.ts';
-import type { AnalysisMetric } from '../../workflows/rollout/plan.ts';
+import type { AnalysisMetric } from '../../reconcile/plan.ts';
 import { UID } from '../fixtures/applications.ts';
 
 const vars = { namespace: 'shop', name: 'cart', canaryVersion: 'v2', stableVersion: 'stable', canaryWorkload: 'cart-canary', stableWorkload: 'cart', interval: '30s' };

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseApplication, type Application } from '../../api/application.ts';
 import { metricsSource, rolloutKey, rolloutPlan } from '../../reconcile/canary-plan.ts';
-import type { PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { PlanStep, RolloutPlan } from '../../reconcile/plan.ts';
 import { UID, clusterApp, withCanary } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';
 

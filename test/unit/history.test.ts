@@ -11,7 +11,7 @@ import {
   decoderOf, formatHistory, refusal, rangeText, tellRollouts, verdictLine, type ControlView, type HistoryEvent, type RolloutRun,
 } from '../../client/history.ts';
 import type { ControlAction, ControlRequest, RolloutCarry, RolloutInput, RolloutResult } from '../../workflows/contract.ts';
-import type { AnalysisMetric, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { AnalysisMetric, RolloutPlan } from '../../reconcile/plan.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
 const decode = decoderOf({ payloadConverter: defaultPayloadConverter, failureConverter: defaultFailureConverter, payloadCodecs: [] });

@@ -4,7 +4,7 @@ import type { CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
 import { reachesCanary, routable, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
 import { failureCounts, gateStep, gateVerdict, interruption, routeAfterGate } from '../../workflows/rollout/decide.ts';
-import { describeStep, type HealthGates, type PlanStep } from '../../workflows/rollout/plan.ts';
+import { describeStep, type HealthGates, type PlanStep } from '../../reconcile/plan.ts';
 
 const gates: HealthGates = { minReadyReplicas: 2, maxRestarts: 3, intervalMs: 10_000, failureThreshold: 3, initialDelayMs: 0 };
 

@@ -8,7 +8,7 @@ import { rolloutPlan } from '../../reconcile/canary-plan.ts';
 import { renderChildren } from '../../render/index.ts';
 import { children } from '../../render/children.ts';
 import { rolloutWorkflowTypes } from '../../workflows/contract.ts';
-import { describeStep } from '../../workflows/rollout/plan.ts';
+import { describeStep } from '../../reconcile/plan.ts';
 import { rolloutWorkflows } from '../../workflows/strategies.ts';
 import { UID } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';

@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../lib/poll.ts';
 import { rolloutQuery } from '../../workflows/contract.ts';
-import type { PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { PlanStep, RolloutPlan } from '../../reconcile/plan.ts';
 import { WorkflowTier, control, plan, type RolloutRun, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();

@@ -6,7 +6,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Check } from '../../api/application.ts';
 import { eventually } from '../../lib/poll.ts';
 import { rolloutQuery } from '../../workflows/contract.ts';
-import type { PlanCheck, PlanChecks, PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { PlanCheck, PlanChecks, PlanStep, RolloutPlan } from '../../reconcile/plan.ts';
 import { WorkflowTier, control, plan, type RolloutRun, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();

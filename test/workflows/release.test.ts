@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { eventually } from '../../lib/poll.ts';
 import type { releaseWorkflow } from '../../workflows/release/workflow.ts';
-import type { ReleasePlan } from '../../workflows/release/plan.ts';
+import type { ReleasePlan } from '../../reconcile/wave-plan.ts';
 import {
   changedSignal, releaseQuery, releaseUpdates, releaseWorkflowId, releaseWorkflowType, type ChangeSignal, type ControlAction, type ReleaseState,
 } from '../../workflows/contract.ts';

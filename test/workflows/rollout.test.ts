@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FailureType } from '../../api/constants.ts';
 import { controlSignals, recheckSignal, rolloutQuery, type ControlAction } from '../../workflows/contract.ts';
-import type { AnalysisMetric, PlanStep, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { AnalysisMetric, PlanStep, RolloutPlan } from '../../reconcile/plan.ts';
 import { eventually } from '../../lib/poll.ts';
 import { WorkflowTier, control, failure, gates, plan, sleep, summaryOf, type Recorder, type RolloutRun, type Script } from './stubs.ts';
 

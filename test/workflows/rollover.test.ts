@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import proto from '@temporalio/proto';
 import { rolloutQuery, type RolloutInput } from '../../workflows/contract.ts';
-import type { AnalysisMetric, RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { AnalysisMetric, RolloutPlan } from '../../reconcile/plan.ts';
 import { eventually } from '../../lib/poll.ts';
 import { WorkflowTier, control, gates, plan, sleep, type Recorder, type RolloutRun, type Script } from './stubs.ts';
 

@@ -16,8 +16,8 @@ import type { CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, F
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import type { AppObservation } from '../../activities/release.ts';
-import type { ReleasePlan } from '../../workflows/release/plan.ts';
-import type { RolloutPlan } from '../../workflows/rollout/plan.ts';
+import type { ReleasePlan } from '../../reconcile/wave-plan.ts';
+import type { RolloutPlan } from '../../reconcile/plan.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
 import { controlUpdates, rolloutWorkflowTypes, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
 

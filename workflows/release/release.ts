@@ -15,7 +15,7 @@ import {
   type ReleaseWorkflowInput,
 } from '../contract.ts';
 import { appPhase, promoted, reverted, rollbackOrder, stopped, waveOutcome, type Want } from './decide.ts';
-import type { ReleasePlan, WavePlan } from './plan.ts';
+import type { ReleasePlan, WavePlan } from '../../reconcile/wave-plan.ts';
 import type { releaseWorkflow } from './workflow.ts';
 
 const acts = proxyActivities<Activities>({

@@ -1,7 +1,7 @@
 // The canary's analysis as pure functions: a metric's answer judged against its range, and the run's tally
 // decided: passed, failed (roll back), blind (hold: too many inconclusive results in a row) or not yet decided.
 import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
-import type { AnalysisMetric } from './plan.ts';
+import type { AnalysisMetric } from '../../reconcile/plan.ts';
 
 /** How many verdicts of each metric the rollout keeps (status, the query, the UI). */
 export const keptVerdicts = 5;

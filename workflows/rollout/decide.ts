@@ -4,7 +4,7 @@ import { Reason, RolloutPhase } from '../../api/constants.ts';
 import type { CanaryHealth, CanaryObservation } from '../../activities/types.ts';
 import type { ControlRequest, GateVerdict } from '../contract.ts';
 import { noCanaryRoute, reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
-import { describeMatch, type HealthGates } from './plan.ts';
+import { describeMatch, type HealthGates } from '../../reconcile/plan.ts';
 
 /**
  * A health gate's verdict on the canary, with the reason shown in status and history. A failing verdict names what

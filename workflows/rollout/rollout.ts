@@ -16,7 +16,7 @@ import {
 } from '../contract.ts';
 import { judge, keepPerMetric, lastVerdicts, tally, type AnalysisDecision } from './analysis.ts';
 import { describeExtras, describeRoute, gateStep, interruption, type Interruption } from './decide.ts';
-import { describeStep, type PlanStep, type RolloutPlan } from './plan.ts';
+import { describeStep, type PlanStep, type RolloutPlan } from '../../reconcile/plan.ts';
 import { describeFailure, failureType, persist } from '../kit/persist.ts';
 import { WrittenStatus } from '../kit/status.ts';
 import { UndoStack } from '../kit/undo.ts';

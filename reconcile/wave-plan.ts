@@ -1,6 +1,6 @@
 // What a Release runs, fixed for one generation of its spec: waves of Applications with the canary each runs, and
 // the steps and analysis written into their specs. Built from the Release by reconcile/release-plan.ts.
-import type { AnalysisSpec, CanaryStep } from '../../api/application.ts';
+import type { AnalysisSpec, CanaryStep } from '../api/application.ts';
 
 export interface ReleaseAppPlan {
   name: string;

@@ -1,8 +1,8 @@
 // What a rollout runs: fixed when it starts (a later spec change starts a new rollout instead), built from the
 // Application by reconcile/canary-plan.ts.
-import type { Check } from '../../api/application.ts';
-import type { RolloutRouterName, StrategyName } from '../../api/constants.ts';
-import type { HeaderMatch } from '../../routing/route.ts';
+import type { Check } from '../api/application.ts';
+import type { RolloutRouterName, StrategyName } from '../api/constants.ts';
+import type { HeaderMatch } from '../routing/route.ts';
 
 /**
  * One step: set the canary's traffic weight; pause (ms; null until promoted: an approval); route requests matching
