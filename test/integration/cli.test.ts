@@ -36,7 +36,7 @@ describe('the CLI', () => {
     await waitCanaryPhase(s.ns, 'twice', 'Paused');
     const first = await run(['abort', 'twice', '-n', s.ns, '--reason', 'scripted retry']);
     assert.equal(first.code, 0, first.err);
-    assert.match(first.out, /^abort accepted\ncanary v2 \(nginx:v2\) — Aborting\n/);
+    assert.match(first.out, /^abort accepted\nrollout of v2 \(nginx:v2\) — Aborting\n/);
     // Who asked is the caller's Kubernetes identity (the stack's admin certificate, CN=admin), as a SelfSubjectReview answers it.
     assert.match(first.out, /abort requested by admin: scripted retry/);
     const second = await run(['abort', 'twice', '-n', s.ns]);
