@@ -4,7 +4,6 @@
 // timed to the moment no request reaches the canary, a hand edit of the route put back, and deletion.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { control } from '../../client/control.ts';
 import { eventually } from '../../lib/poll.ts';
 import { sendRequests, summarize, type Answer } from '../../lib/traffic.ts';
@@ -78,9 +77,10 @@ describe('canaries through the Gateway API, on real requests', () => {
     assert.ok(Math.abs(canaryShare(at20, 'v2') - 20) <= 5, `canary share at 20%: ${JSON.stringify(at20.byVersion)}`);
     const app50 = await eventually('status at 50%', async () => {
       const a = await getApp(s.ns, 'web');
-      return a?.status?.canary?.weight === 50 ? a : undefined;
+      // Weight 50 is written with the step that set it (step 3), then the pause after it (step 4): wait for the pause.
+      return a?.status?.canary?.weight === 50 && a.status.canary.phase === 'Paused' ? a : undefined;
     }, { timeoutMs: 120_000, intervalMs: 500 });
-    assert.equal(app50.status.canary.step, 3);
+    assert.equal(app50.status.canary.step, 3, 'paused at step 4 (index 3)');
     const at50 = await sendThroughGateway({ host }, { count: 1000, concurrency: 8 });
     console.log(`at 50%: ${canaryShare(at50, 'v2').toFixed(1)}% of 1,000 requests answered by the canary`);
     assert.ok(Math.abs(canaryShare(at50, 'v2') - 50) <= 5, `canary share at 50%: ${JSON.stringify(at50.byVersion)}`);
@@ -188,7 +188,12 @@ describe('canaries through the Gateway API, on real requests', () => {
     const events = await eventsOf(s.ns, app!.metadata.uid);
     assert.ok(events.some((e) => e.reason === 'CanaryRepaired' && e.type === 'Warning'), 'a Warning Event says the route was put back');
     const host = hostOf(s.ns, 'edit');
-    await sleep(500);
+    // Traefik applies a route change after its provider's throttle (and later on a loaded machine): wait until the
+    // repaired route is what it serves, then measure.
+    await eventually('Traefik serves the repaired route', async () => {
+      const probe = await sendThroughGateway({ host }, { count: 40, concurrency: 4 });
+      return (probe.byVersion['stable'] ?? 0) > 0 ? true : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 500 });
     const sent = await sendThroughGateway({ host }, { count: 500, concurrency: 5 });
     assert.ok(Math.abs(canaryShare(sent, 'v2') - 30) <= 5, `after the repair: ${JSON.stringify(sent.byVersion)}`);
   });

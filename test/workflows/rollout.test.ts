@@ -32,7 +32,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
 
   it('its history reads as the story: every activity and timer carries a summary', async () => {
     // The pause outlasts its own status write even on a loaded machine, so its timer is in the history.
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 3000 }], gates: { ...gates, intervalMs: 60_000 } }));
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: 8000 }], gates: { ...gates, intervalMs: 60_000 } }));
     await finish(run);
     const summaries = ((await run.handle.fetchHistory()).events ?? []).map(summaryOf).filter((x) => x !== undefined);
     const inOrder = [
@@ -40,7 +40,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
       /^create canary v2 \(app:v2\) at 0%$/,
       /^gate check at 0%$/,
       /^set canary weight 20%$/,
-      /^paused at step 2\/2: pause ends in (\d+ms|[123]s)$/,
+      /^paused at step 2\/2: pause ends in (\d+ms|[1-8]s)$/,
       /^promote: the stable Deployment takes app:v2$/,
       /^check that stable runs app:v2$/,
       /^set canary weight 0%$/,
