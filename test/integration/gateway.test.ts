@@ -185,8 +185,11 @@ describe('canaries through the Gateway API, on real requests', () => {
       return w?.canary === 30 && w.stable === 70 ? true : undefined;
     }, { timeoutMs: 30_000, intervalMs: 200 });
     const app = await getApp(s.ns, 'edit');
-    const events = await eventsOf(s.ns, app!.metadata.uid);
-    assert.ok(events.some((e) => e.reason === 'CanaryRepaired' && e.type === 'Warning'), 'a Warning Event says the route was put back');
+    // The route is put back first, then status and the Event say so.
+    await eventually('a Warning Event says the route was put back', async () => {
+      const events = await eventsOf(s.ns, app!.metadata.uid);
+      return events.some((e) => e.reason === 'CanaryRepaired' && e.type === 'Warning') ? true : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 200 });
     const host = hostOf(s.ns, 'edit');
     // Traefik applies a route change after its provider's throttle (and later on a loaded machine): wait until the
     // repaired route is what it serves, then measure.
