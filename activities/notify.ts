@@ -29,6 +29,16 @@ export interface SendNotificationResult {
 
 type Outcome = 'sent' | 'failed' | 'rejected' | 'refused' | 'error';
 
+/** The activity's attempt and cancellation, or none when called outside an activity (a test, a probe). */
+function activityContext(): { attempt?: number; signal?: AbortSignal } {
+  try {
+    const c = Context.current();
+    return { attempt: c.info.attempt, signal: c.cancellationSignal };
+  } catch {
+    return {};
+  }
+}
+
 /** The receiver's URL: the spec's, or the Secret's key, read now; throws (retried) while the Secret or key is missing. */
 async function urlOf(deps: Pick<ActivityDeps, 'kube'>, input: SendNotificationInput): Promise<string> {
   const { receiver, namespace } = input;
@@ -60,15 +70,16 @@ export async function sendNotification(deps: Pick<ActivityDeps, 'kube' | 'checkA
     return { outcome: 'refused', detail: refusal };
   }
   const { body, headers } = notificationRequest(receiver.format, message);
+  const { attempt, signal: cancelled } = activityContext();
   let res: Response;
   try {
-    const signal = AbortSignal.any([AbortSignal.timeout(SEND_TIMEOUT_MS), Context.current().cancellationSignal]);
+    const signal = AbortSignal.any([AbortSignal.timeout(SEND_TIMEOUT_MS), ...(cancelled ? [cancelled] : [])]);
     res = await fetch(url, { method: 'POST', headers, body, redirect: 'manual', signal });
     await res.body?.cancel();
   } catch (err) {
     count('failed');
     const detail = `notification ${receiver.name} to ${describeUrl(url)} got no answer: ${err instanceof Error ? err.message : String(err)}`;
-    log?.warn({ attempt: Context.current().info.attempt }, detail);
+    log?.warn({ attempt }, detail);
     throw new Error(detail, { cause: err });
   }
   const detail = `notification ${receiver.name} to ${describeUrl(url)}: HTTP ${res.status}`;
@@ -83,6 +94,6 @@ export async function sendNotification(deps: Pick<ActivityDeps, 'kube' | 'checkA
     throw ApplicationFailure.nonRetryable(detail, NotificationRejected);
   }
   count('failed');
-  log?.warn({ attempt: Context.current().info.attempt }, detail);
+  log?.warn({ attempt }, detail);
   throw new Error(detail);
 }
