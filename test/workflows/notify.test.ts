@@ -90,6 +90,36 @@ describe('rollout notifications', { concurrency: true }, () => {
     assert.deepEqual(run.r.notifications.map((n) => n.message.event).sort(), ['promoted', 'started', 'step']);
   });
 
+  it('a failed analysis is told at once, then the rollback; the notifications of an undoing are not waited for', async () => {
+    const analysis: RolloutPlan['analysis'] = { intervalMs: 200, metrics: [{ name: 'm0', query: 'q0', range: { min: 99 }, failureLimit: 2, inconclusiveLimit: 3, dryRun: false }] };
+    // The rollback's own notifications go to a receiver that is down: the undoing still ends.
+    const run = await tier.startRollout(plan({ steps: [{ kind: 'weight', weight: 20 }, { kind: 'weight', weight: 50 }], analysis, notifications: [team] }), {
+      metrics: () => ({ value: 80 }), fail: { sendNotification: (n) => (n >= 2 ? new Error('receiver down (scripted)') : undefined) },
+    });
+    try {
+      const result = await tier.finish(run);
+      assert.equal(result.phase, 'RolledBack');
+      await run.r.until('the rollback told', (r) => delivered(r).some((m) => m.event === 'rolledBack'));
+      const sent = delivered(run.r);
+      assert.deepEqual(sent.map((m) => m.event), ['started', 'step', 'analysisFailed', 'rolledBack']);
+      assert.match(sent[2]!.message, /analysis failed: m0 2 times in a row/);
+      assert.equal(sent[3]!.phase, 'RolledBack');
+    } finally {
+      await cleanUp(run);
+    }
+  });
+
+  it('an abort is told, with who asked', async () => {
+    const run = await tier.startRollout(plan({ steps, notifications: [team] }));
+    await run.r.until('paused', paused);
+    await control(run, 'abort', 'pat', 'bad metrics');
+    assert.equal((await tier.finish(run)).phase, 'Aborted');
+    await run.r.until('the abort told', (r) => delivered(r).some((m) => m.event === 'aborted'));
+    const last = delivered(run.r).at(-1)!;
+    assert.equal(last.event, 'aborted');
+    assert.match(last.message, /aborted by pat: .*bad metrics/);
+  });
+
   it('ids and their order survive continue-as-new: each message once, numbered without a gap', async () => {
     const run = await tier.startRollout(plan({ steps, notifications: [team] }), {}, { maxHistoryEvents: 30 });
     await run.r.until('paused', paused);
