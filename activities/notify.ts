@@ -8,7 +8,7 @@ import { describeUrl, hostRefusal } from '../reconcile/checks.ts';
 import { notificationRequest, type NotificationMessage, type PlanNotification } from '../reconcile/notify.ts';
 import type { ActivityDeps } from './deps.ts';
 
-/** A receiver that answers 4xx (other than 408 and 429) refuses this message for good: it is not sent again. */
+/** A receiver that answers 3xx or 4xx (other than 408 and 429) refuses this message for good: it is not sent again. */
 export const NotificationRejected = 'NotificationRejected';
 
 /** How long one POST may take. */
@@ -88,7 +88,8 @@ export async function sendNotification(deps: Pick<ActivityDeps, 'kube' | 'checkA
     log?.info(detail);
     return { outcome: 'sent', status: res.status, detail };
   }
-  if (res.status >= 400 && res.status < 500 && res.status !== 408 && res.status !== 429) {
+  // A redirect is not followed (it could lead anywhere the allowlist does not allow): like a 4xx, final.
+  if (res.status >= 300 && res.status < 500 && res.status !== 408 && res.status !== 429) {
     count('rejected');
     log?.warn(detail);
     throw ApplicationFailure.nonRetryable(detail, NotificationRejected);

@@ -192,7 +192,7 @@ describe('sendNotification against a receiver on 127.0.0.1', () => {
     assert.equal((await sendNotification({ kube, checkAllowedHosts: parseHostAllowlist('127.0.0.0/8') }, { namespace: 'shop', message, receiver: { name: 'team', url: `${base}/hook`, format: 'json' } })).outcome, 'sent');
   });
 
-  test('a 5xx or 429 is retried (throws); another 4xx is final (NotificationRejected)', async () => {
+  test('a 5xx or 429 is retried (throws); another 4xx or a redirect is final (NotificationRejected)', async () => {
     const metrics = createMetrics();
     const send = () => sendNotification({ kube, metrics }, { namespace: 'shop', message, receiver: { name: 'team', url: `${base}/hook`, format: 'json' } });
     answer = 503;
@@ -201,9 +201,11 @@ describe('sendNotification against a receiver on 127.0.0.1', () => {
     await assert.rejects(send(), (err: Error) => err.name === 'Error' && /HTTP 429/.test(err.message));
     answer = 400;
     await assert.rejects(send(), (err: Error & { type?: string; nonRetryable?: boolean }) => err.type === 'NotificationRejected' && err.nonRetryable === true);
+    answer = 302;
+    await assert.rejects(send(), (err: Error & { type?: string }) => err.type === 'NotificationRejected' && /HTTP 302/.test(err.message));
     const text = await outcomes(metrics);
     assert.match(text, /outcome="failed"\} 2/);
-    assert.match(text, /outcome="rejected"\} 1/);
+    assert.match(text, /outcome="rejected"\} 2/);
   });
 
   test('a receiver that is not there: no answer, retried', async () => {
