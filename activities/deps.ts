@@ -2,6 +2,7 @@ import type { Kube } from '../kube/client.ts';
 import type { Logger } from '../operator/log.ts';
 import type { Metrics } from '../operator/metrics.ts';
 import type { HostPattern } from '../reconcile/checks.ts';
+import type { PlanNotification } from '../reconcile/notify.ts';
 
 /** What activities need from the process that runs them. */
 export interface ActivityDeps {
@@ -15,6 +16,8 @@ export interface ActivityDeps {
   prometheusAddress?: string;
   /** The hosts HTTP checks and an Application's own Prometheus may be on (--check-allowed-hosts); empty or absent: any. */
   checkAllowedHosts?: HostPattern[];
+  /** The operator's default receiver of rollout notifications (--notify-url), added to every rollout's plan. */
+  notifyDefault?: PlanNotification;
 }
 
 /** A link to the workflow in the Temporal UI. */

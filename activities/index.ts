@@ -8,6 +8,7 @@ import {
 import { deleteJobCheck, observeJobCheck, runHttpCheck, startJobCheck } from './checks.ts';
 import type { ActivityDeps } from './deps.ts';
 import { queryMetrics } from './metrics.ts';
+import { sendNotification, type SendNotificationInput } from './notify.ts';
 import {
   claimApplications, finalizeRelease, observeApplications, readRelease, releaseClaims, revertApplication, startCanary, stopCanary, writeReleaseStatus,
   type ClaimInput, type ReleaseStatusInput, type StartCanaryInput,
@@ -26,6 +27,7 @@ export function createActivities(deps: ActivityDeps) {
     startJobCheck: (input: StartJobCheckInput) => startJobCheck(deps, input),
     observeJobCheck: (input: JobCheckRef) => observeJobCheck(deps, input),
     deleteJobCheck: (input: JobCheckRef) => deleteJobCheck(deps, input),
+    sendNotification: (input: SendNotificationInput) => sendNotification(deps, input),
     setCanaryRoute: (input: RouteInput) => setCanaryRoute(deps, input),
     removeCanary: (input: RemoveCanaryInput) => removeCanary(deps, input),
     promoteStable: (input: PlanInput) => promoteStable(deps, input),

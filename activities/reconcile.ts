@@ -7,6 +7,8 @@ import { childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
 import { degradedEvent, desiredStatus, needsPods, podIssue, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
 import { rolloutKey, rolloutPlan } from '../reconcile/canary-plan.ts';
+import { planNotifications, type PlanNotification } from '../reconcile/notify.ts';
+import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
@@ -112,7 +114,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   // Keyed by its cause: a problem that outlives many passes is one Event (the API server refuses the same key twice).
   if (warning) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', ...warning });
   await event;
-  const plan = rolloutPlan(app);
+  const plan = withNotifications(rolloutPlan(app), app, deps.notifyDefault);
   const last = app.status?.canary;
   return {
     ...(plan ? { canary: plan } : {}),
@@ -254,4 +256,10 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
     metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) },
   });
   return { removed, finalizerReleased: true };
+}
+
+/** The plan with where its notifications go: the spec's receivers and the operator's default. */
+function withNotifications(plan: RolloutPlan | undefined, app: Application, operatorDefault: PlanNotification | undefined): RolloutPlan | undefined {
+  const notifications = plan && planNotifications(app.spec.notifications, operatorDefault);
+  return plan && notifications ? { ...plan, notifications } : plan;
 }

@@ -446,6 +446,23 @@ const trafficSchema = z
     }
   });
 
+/** What a notification may be sent for: the rollout's Events, in kinds people subscribe to (activities/notify.ts maps them). */
+export const NOTIFICATION_EVENTS = ['started', 'step', 'paused', 'checkFailed', 'analysisFailed', 'promoted', 'aborted', 'rolledBack'] as const;
+export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
+export const NOTIFICATION_FORMATS = ['json', 'slack', 'teams'] as const;
+export type NotificationFormat = (typeof NOTIFICATION_FORMATS)[number];
+
+/** Where rollout notifications go: a URL, or one read from a Secret at send time, and the events wanted. */
+export const notificationSchema = z
+  .object({
+    name: checkName('notification name'),
+    url: str(2048).refine((s) => HTTP_URL.test(s), 'notification url must be an http or https URL such as https://hooks.example.com/rollouts').optional(),
+    urlFrom: z.object({ secretKeyRef: z.object({ name: str(253), key: str(253) }) }).optional(),
+    format: oneOf(NOTIFICATION_FORMATS).default('json'),
+    events: list(oneOf(NOTIFICATION_EVENTS), 8).optional(),
+  })
+  .refine((n) => (n.url !== undefined) !== (n.urlFrom !== undefined), 'each notification sets exactly one of url or urlFrom');
+
 const DEFAULT_HEALTH_CHECK = { readinessProbe: { httpGet: { path: '/health', port: 80 }, initialDelaySeconds: 5, periodSeconds: 10 } };
 
 /** The spec of an Application, with the CRD's defaults and rules. */
@@ -465,6 +482,7 @@ export const applicationSpecSchema = z
     autoscaling: autoscalingSchema.optional(),
     traffic: trafficSchema.optional(),
     serviceMesh: serviceMeshSchema.optional(),
+    notifications: list(notificationSchema, 10).superRefine(uniqueBy('name')).optional(),
   }, { error: typeError('object') })
   .superRefine((spec, ctx) => {
     const canary = spec.serviceMesh?.canary;
@@ -570,6 +588,7 @@ export type TrafficSpec = z.output<typeof trafficSchema>;
 export type CanaryStep = z.output<typeof canaryStepSchema>;
 export type RolloutStep = z.output<typeof rolloutStepSchema>;
 export type Check = z.output<typeof checkSchema>;
+export type Notification = z.output<typeof notificationSchema>;
 export type HttpCheck = z.output<typeof httpCheckSchema>;
 export type JobCheck = z.output<typeof jobCheckSchema>;
 export type AnalysisSpec = z.output<typeof analysisSchema>;

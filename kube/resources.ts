@@ -31,6 +31,8 @@ const resources: Record<string, Resource> = {
   'apps/v1/ReplicaSet': { plural: 'replicasets', namespaced: true },
   // A rollout's Job checks (activities/checks.ts).
   'batch/v1/Job': { plural: 'jobs', namespaced: true },
+  // A notification's URL from a Secret (activities/notify.ts).
+  'v1/Secret': { plural: 'secrets', namespaced: true },
   [`${API_VERSION}/${KIND}`]: { plural: PLURAL, namespaced: true },
   [`${API_VERSION}/${RELEASE_KIND}`]: { plural: RELEASE_PLURAL, namespaced: true },
   'events.k8s.io/v1/Event': { plural: 'events', namespaced: true },

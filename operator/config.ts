@@ -1,5 +1,7 @@
 import { Command, Option } from 'commander';
 import { parseHostAllowlist, type HostPattern } from '../reconcile/checks.ts';
+import { NOTIFICATION_FORMATS, type NotificationFormat } from '../api/application.ts';
+import type { PlanNotification } from '../reconcile/notify.ts';
 
 /**
  * What a client of the operator's workflows needs (the CLI's promote, status, history...): the Temporal connection,
@@ -51,6 +53,8 @@ export interface OperatorConfig {
   prometheusAddress?: string;
   /** The hosts HTTP checks and an Application's analysis.prometheusAddress may call; empty: any. */
   checkAllowedHosts: HostPattern[];
+  /** The operator's default receiver of every rollout's notifications (--notify-url, --notify-format). */
+  notifyDefault?: PlanNotification;
 }
 
 const int = (v: string) => {
@@ -110,7 +114,9 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--lease-retry-period-seconds <s>', 'how often to try to acquire or renew the Lease').env('LEASE_RETRY_PERIOD_SECONDS').argParser(int).default(2))
     .addOption(new Option('--shutdown-timeout-seconds <s>', 'after SIGTERM or SIGINT, exit (with code 1) if stopping takes longer than this; keep it under the pod\'s terminationGracePeriodSeconds').env('SHUTDOWN_TIMEOUT_SECONDS').argParser(int).default(20))
     .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
-    .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port, or a CIDR range such as 10.0.0.0/8) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''));
+    .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port, or a CIDR range such as 10.0.0.0/8) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''))
+    .addOption(new Option('--notify-url <url>', 'where every rollout\'s notifications also go (an Application adds its own in spec.notifications); --check-allowed-hosts applies').env('NOTIFY_URL'))
+    .addOption(new Option('--notify-format <format>', 'what --notify-url receives: json, slack or teams').env('NOTIFY_FORMAT').choices(NOTIFICATION_FORMATS).default('json'));
 }
 
 /** The payload codec's key file option, shared by every command that encrypts or decrypts payloads. */
@@ -162,6 +168,11 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     shutdownTimeoutSeconds: (opts['shutdownTimeoutSeconds'] as number | undefined) ?? 20,
     checkAllowedHosts: parseHostAllowlist(str('checkAllowedHosts') ?? ''),
   };
+  const notifyUrl = str('notifyUrl');
+  if (notifyUrl) {
+    if (!/^https?:\/\/[^/\s]+(\/[^\s]*)?$/.test(notifyUrl)) throw new Error(`--notify-url must be an http or https URL: ${notifyUrl}`);
+    cfg.notifyDefault = { name: 'operator-default', url: notifyUrl, format: (str('notifyFormat') ?? 'json') as NotificationFormat };
+  }
   for (const k of ['temporalUiUrl', 'workflowBundle', 'prometheusAddress'] as const) {
     const v = str(k);
     if (v) cfg[k] = v;

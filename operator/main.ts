@@ -233,6 +233,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         kube, temporalNamespace: cfg.temporalNamespace, metrics, log, checkAllowedHosts: cfg.checkAllowedHosts,
         ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
         ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
+        ...(cfg.notifyDefault ? { notifyDefault: cfg.notifyDefault } : {}),
       });
       const workflowSource = cfg.workflowBundle
         ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }

@@ -125,6 +125,12 @@ export function createMetrics() {
         this.set({ kind: 'total' }, workers.reduce((n, w) => n + (w.javascriptHeap?.totalMemory ?? 0), 0));
       },
     }),
+    notifications: new Counter({
+      name: 'application_operator_notifications_total',
+      help: 'Rollout notifications, by outcome of each delivery attempt: sent, failed (retried), rejected (a 4xx, not retried), refused (--check-allowed-hosts), or error (no URL: the Secret or its key is missing; retried)',
+      labelNames: ['outcome'] as const,
+      registers: [registry],
+    }),
     signals: new Counter({
       name: 'application_operator_watch_signals_total',
       help: 'Signals the watcher sent to Application workflows, by reason and result',

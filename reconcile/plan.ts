@@ -1,6 +1,7 @@
 // What a rollout runs: fixed when it starts (a later spec change starts a new rollout instead), built from the
 // Application by reconcile/canary-plan.ts.
 import type { Check } from '../api/application.ts';
+import type { PlanNotification } from './notify.ts';
 import type { RolloutRouterName, StrategyName } from '../api/constants.ts';
 import type { HeaderMatch } from '../routing/route.ts';
 
@@ -91,6 +92,8 @@ export interface RolloutPlan {
   analysis?: AnalysisPlan;
   checks?: PlanChecks;
   progressDeadlineMs: number;
+  /** Where the rollout's notifications go (spec.notifications and the operator's --notify-url); absent: none. */
+  notifications?: PlanNotification[];
 }
 
 /** A human description of a step, for the UI and status. */

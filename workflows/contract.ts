@@ -9,6 +9,7 @@ import type { MetricTally } from './rollout/analysis.ts';
 import type { Interruption } from './rollout/decide.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { ReleasePlan } from '../reconcile/wave-plan.ts';
+import type { NotificationInput } from './notify.ts';
 
 // ---- the Application workflow ----
 
@@ -167,6 +168,10 @@ export interface RolloutCarry {
   steady?: string;
   /** 1 for the first run of the rollout, +1 for each continue-as-new. */
   run: number;
+  /** Notifications sent so far (the last message's seq), and what their ids are made of (reconcile/notify.ts). */
+  notified?: { seq: number; epoch: number };
+  /** Notifications whose workflow was not known to be started when the run continued as new: the next run starts them again. */
+  unstarted?: NotificationInput[];
 }
 
 

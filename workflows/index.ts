@@ -2,3 +2,4 @@
 export { applicationWorkflow } from './application.ts';
 export { blueGreenRolloutWorkflow, canaryRolloutWorkflow } from './rollout/workflow.ts';
 export { releaseWorkflow } from './release/workflow.ts';
+export { notificationWorkflow } from './notify.ts';

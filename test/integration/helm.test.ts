@@ -35,6 +35,7 @@ const allValues = {
   logLevel: 'debug',
   prometheusAddress: 'http://prometheus.monitoring.svc:9090',
   checkAllowedHosts: ['smoke.qa.svc', '*.checks.svc:8080', '10.0.0.0/8'],
+  notifications: { url: 'https://hooks.example.com/rollouts', format: 'teams' },
   metrics: {
     port: 9555, service: { enabled: true }, serviceMonitor: { enabled: true, interval: '15s', scrapeTimeout: '5s', labels: { release: 'kube-prometheus-stack' } },
     prometheusRule: { enabled: true, labels: { release: 'kube-prometheus-stack' } }, grafanaDashboard: { enabled: true, labels: { grafana_dashboard: '1', team: 'platform' } },
@@ -259,6 +260,7 @@ describe('the Helm chart', () => {
       temporalApiKey: '<from the Secret>', payloadEncryptionKeyFile: `${keysDir}/keys.txt`, namespaces: ['team-a', 'team-b'],
       prometheusAddress: 'http://prometheus.monitoring.svc:9090', metricsAddr: '0.0.0.0:9555', logLevel: 'debug',
       checkAllowedHosts: [{ host: 'smoke.qa.svc', wildcard: false }, { host: 'checks.svc', wildcard: true, port: 8080 }, { host: '10.0.0.0', wildcard: false, prefix: 8 }],
+      notifyDefault: { name: 'operator-default', url: 'https://hooks.example.com/rollouts', format: 'teams' },
       leaderElect: true, leaseName: `${d.metadata.name}-leader`, leaseNamespace: '<from the pod>', resyncSeconds: 600,
     });
     const rule = one(objects, 'PrometheusRule');
@@ -352,6 +354,6 @@ function configFromEnv(env: Record<string, Json>): OperatorConfig {
 /** The settings the chart's values decide. */
 function pick(cfg: OperatorConfig): Partial<OperatorConfig> {
   const keys = ['temporalAddress', 'temporalNamespace', 'taskQueue', 'temporalUiUrl', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName',
-    'temporalApiKey', 'payloadEncryptionKeyFile', 'namespaces', 'prometheusAddress', 'checkAllowedHosts', 'metricsAddr', 'logLevel', 'leaderElect', 'leaseName', 'leaseNamespace', 'resyncSeconds'] as const;
+    'temporalApiKey', 'payloadEncryptionKeyFile', 'namespaces', 'prometheusAddress', 'checkAllowedHosts', 'notifyDefault', 'metricsAddr', 'logLevel', 'leaderElect', 'leaseName', 'leaseNamespace', 'resyncSeconds'] as const;
   return Object.fromEntries(keys.map((k) => [k, cfg[k]]));
 }

@@ -20,6 +20,9 @@ import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 import { checkImages, testImages } from '../../stack/stack.ts';
 import { deleteJobCheck, observeJobCheck, startJobCheck } from '../../activities/checks.ts';
+import { sendNotification } from '../../activities/notify.ts';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { Kube } from '../../kube/client.ts';
 import { childKinds, kinds, type ChildKind as ChildKindEntry } from '../../render/children.ts';
 
@@ -43,7 +46,7 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 const stepNames = [
   'ready', 'leader', 'apps Running', 'event', 'pod reason', 'prune', 'delete',
   ...children.filter((c) => c.watched).map((c) => `drift ${c.kind}`),
-  'image', 'canary', 'promote', 'mirror', 'release', 'job check', 'finalize',
+  'image', 'canary', 'promote', 'mirror', 'release', 'job check', 'notify', 'finalize',
 ] as const;
 type Step = (typeof stepNames)[number];
 
@@ -90,6 +93,8 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   'events.k8s.io/events': { create: ['event'] },
   // A rollout's Job check: its Job made, read while it runs and removed.
   'batch/jobs': { create: ['job check'], get: ['job check'], delete: ['job check'] },
+  // A notification's URL from a Secret (spec.notifications[].urlFrom), read at every send.
+  'core/secrets': { get: ['notify'] },
   'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
 };
 
@@ -323,6 +328,32 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         await attempt('the check\'s Job removed', () => deleteJobCheck(deps, { namespace: n, jobName }));
         await until('the check\'s Job gone', async () => (await getObject('batch/v1', 'Job', n, jobName)) === null, t);
       },
+      // The notification activity as the ServiceAccount, its URL in a Secret, its receiver this test on 127.0.0.1.
+      'notify': async (t) => {
+        const kc = new KubeConfig();
+        kc.loadFromFile(saKubeconfig);
+        const got: string[] = [];
+        const server = createServer((req, res) => {
+          got.push(String(req.headers['idempotency-key']));
+          req.resume();
+          res.writeHead(204).end();
+        });
+        await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+        try {
+          const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+          await applyAsUser({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'hooks', namespace: n }, stringData: { url } });
+          const message = {
+            id: `rbac/${n}/1-started`, seq: 1, application: 'full', namespace: n, version: 'v2', image: 'nginx:1.27', event: 'started' as const,
+            phase: 'Progressing', message: 'rbac probe', step: 0, weight: 0, at: new Date().toISOString(),
+          };
+          await eventually('the notification sent', () => sendNotification({ kube: new Kube(kc) }, {
+            namespace: n, message, receiver: { name: 'hook', urlFrom: { secretKeyRef: { name: 'hooks', key: 'url' } }, format: 'json' },
+          }), { timeoutMs: t, intervalMs: 300 });
+          if (!got.includes(message.id)) throw new Error('the receiver got nothing');
+        } finally {
+          await new Promise<void>((resolve) => server.close(() => resolve()));
+        }
+      },
       'finalize': async (t) => {
         await api.delete(appRef(n, 'full'));
         await until('full deleted', async () => (await getApp(n, 'full')) === null, t);
@@ -450,7 +481,7 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
       // Events, whose denial is swallowed) the same run reconciled Applications fine up to the failing step.
       assert.ok(r.forbidden.length > 0 || r.passed.some((p) => p.step === 'apps Running'), `no request was denied and nothing was reconciled: the failure proves nothing\n${show(r)}`);
       // The job check's activities run in the test, not the operator: their own error says what was denied.
-      if (r.failed.step === 'job check') assert.match(r.failed.error, /403 Forbidden/, show(r));
+      if (r.failed.step === 'job check' || r.failed.step === 'notify') assert.match(r.failed.error, /403 Forbidden/, show(r));
     });
   }
 });

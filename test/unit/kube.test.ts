@@ -53,7 +53,7 @@ describe('objectPath', () => {
   });
 
   const unknown: { name: string; apiVersion: string; kind: string }[] = [
-    { name: 'unknown kind', apiVersion: 'v1', kind: 'Secret' },
+    { name: 'unknown kind', apiVersion: 'v1', kind: 'ServiceAccount' },
     { name: 'known kind in the wrong group', apiVersion: 'v1', kind: 'Deployment' },
     { name: 'known kind at another version', apiVersion: 'networking.istio.io/v1beta1', kind: 'VirtualService' },
   ];

@@ -18,6 +18,8 @@ import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleasePlan } from '../../reconcile/wave-plan.ts';
 import type { RolloutPlan } from '../../reconcile/plan.ts';
+import type { NotificationMessage } from '../../reconcile/notify.ts';
+import type { SendNotificationInput } from '../../activities/notify.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
 import { controlUpdates, rolloutWorkflowTypes, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
 
@@ -78,6 +80,8 @@ export class Recorder {
   readonly events: string[] = [];
   /** Rollout ends the Application workflow wrote for a rollout that could not (closeCanaryStatus), in order. */
   readonly closed: { key: string; reason: string; message: string }[] = [];
+  /** Every attempt to deliver a notification (sendNotification), in order: the message and the receiver's name. */
+  readonly notifications: { message: NotificationMessage; receiver: string }[] = [];
   /** Breaches of the rule that no traffic goes to a canary without a ready replica. */
   readonly violations: string[] = [];
   readonly script: Script;
@@ -156,6 +160,10 @@ export class Recorder {
       // not in an activity
     }
     this.calls.push({ name, input, workflowId, at: Date.now() });
+    if (name === 'sendNotification') {
+      const { message, receiver } = input as unknown as SendNotificationInput;
+      this.notifications.push({ message, receiver: receiver.name });
+    }
     const failure = this.script.fail?.[name]?.(n);
     if (failure) throw failure;
     switch (name) {
@@ -195,6 +203,10 @@ export class Recorder {
       }
       case 'deleteJobCheck':
         return { deleted: true };
+      case 'sendNotification': {
+        const { receiver } = input as unknown as SendNotificationInput;
+        return { outcome: 'sent', status: 200, detail: `${receiver.name}: HTTP 200 (scripted)` };
+      }
       case 'writeCanaryStatus': {
         const { status, event } = input as unknown as CanaryStatusInput;
         this.statuses.push(status);
@@ -244,7 +256,7 @@ export class Recorder {
 const activityNames: (keyof Activities)[] = [
   'reconcileApplication', 'finalizeApplication', 'prepareCanary', 'observeCanary', 'queryMetrics', 'setCanaryRoute', 'removeCanary',
   'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus', 'closeCanaryStatus',
-  'runHttpCheck', 'startJobCheck', 'observeJobCheck', 'deleteJobCheck',
+  'runHttpCheck', 'startJobCheck', 'observeJobCheck', 'deleteJobCheck', 'sendNotification',
   'readRelease', 'claimApplications', 'releaseClaims', 'startCanary', 'stopCanary', 'revertApplication', 'observeApplications', 'writeReleaseStatus', 'finalizeRelease',
 ];
 

@@ -21,6 +21,8 @@ import { describeFailure, failureType, persist } from '../kit/persist.ts';
 import { WrittenStatus } from '../kit/status.ts';
 import { UndoStack } from '../kit/undo.ts';
 import { duration, run, waitFor, type Summarizable } from '../summary.ts';
+import { notificationEvent, notificationId, receiversOf } from '../../reconcile/notify.ts';
+import { startNotification, type NotificationInput } from '../notify.ts';
 import type { canaryRolloutWorkflow } from './workflow.ts';
 
 /** Failures no retry can fix: the rollout acts on them at once. */
@@ -79,6 +81,8 @@ export class Rollout {
   private stableChanged = false;
   /** The phase and message status last said, so a mere refresh is told apart from news. */
   private readonly published: WrittenStatus;
+  /** Notifications handed to Temporal in this run whose workflow is not known to be started yet, by id. */
+  private readonly starting = new Map<string, { input: NotificationInput; started: Promise<void> }>();
 
   constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
@@ -109,6 +113,8 @@ export class Rollout {
       lastAnalysisAt: 0, lastGateAt: 0, lastCountedAt: 0, createdAt: 0, deadline, undos: [], run: 1,
     };
     this.recovered = input.recovered;
+    // A rollout taken up again numbers its notifications afresh: ids of its own, apart from those of the lost run.
+    if (input.recovered) this.m.notified = { seq: 0, epoch: now };
     if (input.recovered) this.takeUp(input.recovered);
   }
 
@@ -231,6 +237,10 @@ export class Rollout {
    * has nothing to do here.
    */
   async start(): Promise<void> {
+    // Notifications the last run handed over without word that they started: started again (a duplicate is refused).
+    const unstarted = this.m.unstarted ?? [];
+    this.m.unstarted = undefined;
+    for (const n of unstarted) this.launch(n);
     const at = this.m.position;
     if (this.recovered) {
       const r = this.recovered;
@@ -656,7 +666,8 @@ export class Rollout {
     if (!info.continueAsNewSuggested && info.historyLength < (this.input.maxHistoryEvents ?? defaultMaxHistoryEvents)) return;
     log.info('continuing as new', { historyLength: info.historyLength, suggested: info.continueAsNewSuggested, run: this.m.run, position: this.m.position.at });
     const { carried: _c, recovered: _r, ...input } = this.input;
-    await continueAsNew<typeof canaryRolloutWorkflow>({ ...input, carried: { state: this.state, ...this.m, undos: this.undos.carried } });
+    const unstarted = [...this.starting.values()].map((n) => n.input);
+    await continueAsNew<typeof canaryRolloutWorkflow>({ ...input, carried: { state: this.state, ...this.m, undos: this.undos.carried, ...(unstarted.length ? { unstarted } : {}) } });
   }
 
   /**
@@ -785,6 +796,41 @@ export class Rollout {
     const news = event !== undefined || this.published.isNew({ phase, message });
     await this.persist(`status ${phase}`, () => run(news ? acts.writeCanaryStatus : checks.writeCanaryStatus, summary, input), { undo: true, status: true });
     this.published.wrote({ phase, message });
+    if (event) this.notify(event);
+  }
+
+  /**
+   * Hands the notification an Event of kind `reason` makes (if any, and if anyone wants it) to a workflow of its own,
+   * without waiting: a receiver never holds up nor fails the rollout. Its number is carried across runs, so its id
+   * is the same in every replay and after continue-as-new.
+   */
+  private notify(reason: EventReason): void {
+    const event = notificationEvent(reason, this.state.reason);
+    const receivers = event ? receiversOf(this.plan.notifications, event) : [];
+    if (!event || !receivers.length) return;
+    const notified = this.m.notified ?? { seq: 0, epoch: Date.parse(this.state.startedAt) };
+    const seq = notified.seq + 1;
+    this.m.notified = { ...notified, seq };
+    const s = this.state;
+    this.launch({
+      namespace: this.ref.namespace, receivers,
+      message: {
+        id: notificationId(workflowInfo().workflowId, this.plan.version, notified.epoch, seq, event), seq,
+        application: this.ref.name, namespace: this.ref.namespace, version: this.plan.version, image: this.plan.image,
+        event, phase: s.phase, message: s.message, step: s.step, weight: s.weight, at: new Date().toISOString(),
+      },
+    });
+  }
+
+  private launch(input: NotificationInput): void {
+    const id = input.message.id;
+    const started = startNotification(input).finally(() => this.starting.delete(id));
+    this.starting.set(id, { input, started });
+  }
+
+  /** Waits until every notification handed over has started (not until it is delivered: its workflow sees to that). */
+  async notificationsStarted(): Promise<void> {
+    while (this.starting.size) await Promise.all([...this.starting.values()].map((n) => n.started));
   }
 
   private details(): void {

@@ -38,10 +38,13 @@ async function rolloutWorkflow(input: RolloutInput): Promise<RolloutResult> {
     // A cancelled rollout (someone cancelled its workflow) is compensated, then the cancellation goes on.
     if (isCancellation(err)) {
       await rollout.report(result);
+      await rollout.notificationsStarted();
       throw err;
     }
   }
   await rollout.report(result);
+  // Only their start: the notifications' own workflows deliver them, however long a receiver is down.
+  await rollout.notificationsStarted();
   return result;
 }
 
