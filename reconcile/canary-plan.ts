@@ -21,6 +21,9 @@ export function metricsSource(app: Application): MetricsSource {
   return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-http-${routePort(app)}@kubernetesgateway` };
 }
 
+/** How long a selector-routed rollout's pods keep serving after the Service stops selecting them on promotion. */
+export const selectorDrainMs = 5000;
+
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */
 export function rolloutKey(version: string, image: string): string {
   return `${version}|${image}`;
@@ -56,6 +59,8 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
     ...(canary.checks?.length ? { checks: planChecks(canary.checks, strategy.postPromotionInSteps === true) } : {}),
     ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion, metrics: metricsSource(app) }) } : {}),
     progressDeadlineMs: parseDuration(canary.progressDeadline),
+    // Without a proxy the switch back is a Service selector, which proxies follow a moment later.
+    ...(router === 'service' || router === 'replicas' ? { drainMs: selectorDrainMs } : {}),
   };
 }
 

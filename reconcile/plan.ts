@@ -92,6 +92,8 @@ export interface RolloutPlan {
   analysis?: AnalysisPlan;
   checks?: PlanChecks;
   progressDeadlineMs: number;
+  /** After routing everything to stable on promotion, how long the new version's pods keep serving before they go. */
+  drainMs?: number;
   /** Where the rollout's notifications go (spec.notifications and the operator's --notify-url); absent: none. */
   notifications?: PlanNotification[];
 }

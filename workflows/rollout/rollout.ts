@@ -485,6 +485,9 @@ export class Rollout {
     }
     this.awaitingStable = false;
     await this.routeTo(noCanaryRoute);
+    // Proxies learn a Service's new endpoints a moment after the selector changes (kube-proxy, a Gateway's
+    // provider): the new version's pods keep serving until they have, then go.
+    if (this.plan.drainMs) await waitFor(() => false, this.plan.drainMs, `let proxies follow the switch back for ${duration(this.plan.drainMs)}`);
     await this.call('remove the canary', acts.removeCanary, this.removeInput());
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
     this.undos.clear();
