@@ -493,9 +493,15 @@ export async function startServer(info: StackInfo, name: ServerName, print: (l: 
         print(`  ${name} (pid ${pid}) exited; starting it again`);
         break;
       }
+      // A server shutting down may answer once more as it goes: it counts as up only if it still runs and answers a
+      // second later.
       if (!(await unhealthy(info, name, pki))) {
-        print(`  ${name} (pid ${pid}) answers now`);
-        return;
+        await sleep(1000);
+        if (isOurs(pid, spec.command) && !(await unhealthy(info, name, pki))) {
+          print(`  ${name} (pid ${pid}) answers now`);
+          return;
+        }
+        continue;
       }
       if (Date.now() > deadline) {
         throw new Error(`${name} (pid ${pid}) neither answers its health check nor exits after ${lingerTimeoutMs / 1000} s (${why}); see ${spec.log}, or replace it: npm run stack -- restart ${name}`);
