@@ -3,6 +3,7 @@
 // activities/types.ts; the rollout's plan is in rollout/plan.ts.
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { RolloutPhase, StrategyName } from '../api/constants.ts';
+import { defaultMaxHistoryEvents } from './kit/rollover.ts';
 import type { AnalysisVerdict, CheckVerdict, RecoveredRollout } from '../activities/types.ts';
 import type { CanaryRoute } from '../routing/route.ts';
 import type { MetricTally } from './rollout/analysis.ts';
@@ -40,7 +41,7 @@ export interface LoopOptions {
   maxHistoryEvents: number;
 }
 
-export const defaultLoopOptions: LoopOptions = { progressRecheckSeconds: 30, resyncSeconds: 0, maxHistoryEvents: 2000 };
+export const defaultLoopOptions: LoopOptions = { progressRecheckSeconds: 30, resyncSeconds: 0, maxHistoryEvents: defaultMaxHistoryEvents };
 
 export interface ApplicationWorkflowInput {
   namespace: string;
@@ -120,6 +121,8 @@ export interface RolloutInput {
   plan: RolloutPlan;
   /** Continue-as-new once the history reaches this many events, or sooner when the server suggests it (default 2000). */
   maxHistoryEvents?: number;
+  /** The waits between tries of a step that keeps failing (default 2 s doubling to 60 s; tests shorten them). */
+  retryDelay?: { firstMs: number; maxMs: number };
   /** The whole state of the rollout, carried across continue-as-new. */
   carried?: RolloutCarry;
   /** A rollout in flight whose workflow Temporal lost: where the Application's status says it was. */

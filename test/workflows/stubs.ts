@@ -15,6 +15,7 @@ import { reachesCanary, sameRoute, type CanaryRoute } from '../../routing/route.
 import type { CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
+import { startTemporal, type OwnTemporal } from '../../testkit/temporal-ui.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleasePlan } from '../../reconcile/wave-plan.ts';
 import type { RolloutPlan } from '../../reconcile/plan.ts';
@@ -286,21 +287,31 @@ export class WorkflowTier {
   private worker!: Worker;
   private running!: Promise<void>;
   private readonly scenarios = new Map<string, Recorder>();
+  private own: OwnTemporal | undefined;
+
+  /** `dynamicConfig`: run on a dev server of its own with these values (e.g. a low `limit.historyCount.error`). */
+  private readonly opts: { dynamicConfig?: Record<string, string | number> };
+  constructor(opts: { dynamicConfig?: Record<string, string | number> } = {}) {
+    this.opts = opts;
+  }
 
   async start(): Promise<void> {
     // Scripted activity failures are the point of many scenarios: keep the worker's log to real errors.
     Runtime.install({ logger: new DefaultLogger('ERROR') });
     const env = await testEnv();
-    this.native = await NativeConnection.connect({ address: env.temporalAddress });
-    this.connection = await Connection.connect({ address: env.temporalAddress });
-    this.client = new Client({ connection: this.connection, namespace: env.temporalNamespace });
+    if (this.opts.dynamicConfig) this.own = await startTemporal({ dynamicConfig: this.opts.dynamicConfig });
+    const address = this.own?.address ?? env.temporalAddress;
+    const namespace = this.own ? 'default' : env.temporalNamespace;
+    this.native = await NativeConnection.connect({ address });
+    this.connection = await Connection.connect({ address });
+    this.client = new Client({ connection: this.connection, namespace });
     const activities = Object.fromEntries(activityNames.map((name) => [name, (input: Record<string, unknown>) => {
       const r = this.scenarios.get(input['namespace'] as string);
       if (!r) throw ApplicationFailure.nonRetryable(`no scenario for namespace ${String(input['namespace'])}`, 'NoScenario');
       return Promise.resolve(r.answer(name, input));
     }]));
     this.worker = await Worker.create({
-      connection: this.native, namespace: env.temporalNamespace, taskQueue: this.taskQueue, workflowBundle: await workflowBundle(), activities,
+      connection: this.native, namespace, taskQueue: this.taskQueue, workflowBundle: await workflowBundle(), activities,
       // Scenarios run side by side; evicting cached runs now and then also exercises replay.
       maxCachedWorkflows: 50,
     });
@@ -312,6 +323,7 @@ export class WorkflowTier {
     await this.running;
     await this.connection.close();
     await this.native.close();
+    await this.own?.stop();
   }
 
   /** A fresh scenario: its namespace, its recorder. */

@@ -16,8 +16,10 @@ export interface PersistHooks {
   interrupted(): boolean;
   /** Called when a wait ended early: throws to give up (an abort), returns to try again. */
   stopped(): void;
-  /** Called after each wait between tries (the place to continue as new). */
+  /** Called after each wait between tries: continues as new when the history is due (see rollover.ts). */
   waited(): Promise<void>;
+  /** The wait after the first failed try, doubled each time up to maxMs (default 2 s, up to 60 s). */
+  retryDelay?: { firstMs: number; maxMs: number };
 }
 
 /** Runs `once` until it succeeds: see the module's comment. `undo`: never interrupted. */
@@ -29,7 +31,8 @@ export async function persist<T>(what: string, once: () => Promise<T>, hooks: Pe
       return out;
     } catch (err) {
       if (isCancellation(err) || !isActivityError(err) || hooks.fatal.includes(failureType(err) ?? '')) throw err;
-      const delayMs = Math.min(2000 * 2 ** (attempt - 1), 60_000);
+      const { firstMs, maxMs } = hooks.retryDelay ?? { firstMs: 2000, maxMs: 60_000 };
+      const delayMs = Math.min(firstMs * 2 ** (attempt - 1), maxMs);
       const message = `"${what}" keeps failing (attempt ${attempt}): ${describeFailure(err)}; trying again in ${delayMs / 1000} s`;
       log.warn(message);
       await hooks.failing(message);

@@ -6,6 +6,7 @@ import {
   CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { duration, run, waitFor } from '../summary.ts';
+import { historyFull } from '../kit/rollover.ts';
 import { WrittenStatus } from '../kit/status.ts';
 import { ReleaseAppPhase, ReleasePhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
@@ -30,7 +31,6 @@ const looks = proxyLocalActivities<Activities>({
 });
 
 /** Continue-as-new past this many history events, unless the server suggests it sooner. */
-const defaultMaxHistoryEvents = 2000;
 
 /** Why a release stops short of its end: an abort, a failed canary, a deleted Application, or the Release being deleted. */
 class Stop extends Error {
@@ -214,8 +214,8 @@ export class ReleaseEntity {
    * Rollout.rollOverIfDue gives.
    */
   private async rollOverIfDue(): Promise<void> {
+    if (!this.plan || !historyFull(this.input.options?.maxHistoryEvents)) return;
     const info = workflowInfo();
-    if (!this.plan || (!info.continueAsNewSuggested && info.historyLength < (this.input.options?.maxHistoryEvents ?? defaultMaxHistoryEvents))) return;
     log.info('continuing as new', { historyLength: info.historyLength, position: this.position.at });
     const carried: ReleaseCarry = {
       plan: this.plan, state: this.state, position: this.position, deleting: this.deleting, written: this.written.carried, lastRequest: this.lastRequest,

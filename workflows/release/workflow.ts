@@ -1,9 +1,10 @@
-import { allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler } from '@temporalio/workflow';
 import { run } from '../summary.ts';
 import { ReleasePhase } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import { changedSignal, releaseQuery, releaseUpdates, type ReleaseWorkflowInput } from '../contract.ts';
 import { wireControls } from '../kit/controls.ts';
+import { historyFull } from '../kit/rollover.ts';
 import { ReleaseEntity } from './release.ts';
 
 const { readRelease, finalizeRelease } = proxyActivities<Activities>({
@@ -48,7 +49,7 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
       }
     }
     if (release.deleting) continue;
-    if (workflowInfo().continueAsNewSuggested || workflowInfo().historyLength >= (input.options?.maxHistoryEvents ?? 2000)) {
+    if (historyFull(input.options?.maxHistoryEvents)) {
       await condition(allHandlersFinished);
       const { carried: _c, ...fresh } = input;
       return continueAsNew<typeof releaseWorkflow>(fresh);

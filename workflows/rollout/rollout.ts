@@ -18,6 +18,7 @@ import { judge, keepPerMetric, lastVerdicts, tally, type AnalysisDecision } from
 import { describeExtras, describeRoute, gateStep, interruption, type Interruption } from './decide.ts';
 import { describeStep, type PlanStep, type RolloutPlan } from '../../reconcile/plan.ts';
 import { describeFailure, failureType, persist } from '../kit/persist.ts';
+import { historyFull } from '../kit/rollover.ts';
 import { WrittenStatus } from '../kit/status.ts';
 import { UndoStack } from '../kit/undo.ts';
 import { duration, run, waitFor, type Summarizable } from '../summary.ts';
@@ -28,8 +29,6 @@ import type { canaryRolloutWorkflow } from './workflow.ts';
 /** Failures no retry can fix: the rollout acts on them at once. */
 export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded, FailureType.CheckNotAllowed];
 
-/** Continue-as-new past this many history events, unless the server suggests it sooner. */
-export const defaultMaxHistoryEvents = 2000;
 
 // A few quick attempts per call (a worker killed mid-activity is noticed in 20 s); past them the rollout says in
 // status that the step keeps failing and tries again with a growing delay (Rollout.persist).
@@ -665,8 +664,8 @@ export class Rollout {
    * in (a slow one arrives in a later task), which a replay cannot reproduce.
    */
   private async rollOverIfDue(): Promise<void> {
+    if (!historyFull(this.input.maxHistoryEvents)) return;
     const info = workflowInfo();
-    if (!info.continueAsNewSuggested && info.historyLength < (this.input.maxHistoryEvents ?? defaultMaxHistoryEvents)) return;
     log.info('continuing as new', { historyLength: info.historyLength, suggested: info.continueAsNewSuggested, run: this.m.run, position: this.m.position.at });
     const { carried: _c, recovered: _r, ...input } = this.input;
     const unstarted = [...this.starting.values()].map((n) => n.input);
@@ -781,6 +780,7 @@ export class Rollout {
       interrupted: () => this.m.abortRequest !== undefined,
       stopped: () => this.throwIfInterrupted(false),
       waited: () => this.rollOverIfDue(),
+      ...(this.input.retryDelay ? { retryDelay: this.input.retryDelay } : {}),
     }, opts);
   }
 
