@@ -297,42 +297,33 @@ export const checkImages = {
 /** The termination message of a Job pod of checkImages.fail. */
 export const checkFailMessage = 'GET /health: 200\nPOST /cart: 500 Internal Server Error\nsmoke test failed: 1 of 2 requests failed';
 
-const podStage = (name: string, image: string, delayMs: number, status: string[], extra: KwokStage['spec']['selector']['matchExpressions'] = []) => ({
+type MatchExpressions = KwokStage['spec']['selector']['matchExpressions'];
+
+/** A kwok Stage of pods matching `match` (and not being deleted), moved after `delayMs` to the status `status` writes. */
+const stageOf = (name: string, match: MatchExpressions, delayMs: number, status: string[]) => ({
   apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name },
   spec: {
     resourceRef: { apiGroup: 'v1', kind: 'Pod' },
-    selector: {
-      matchExpressions: [
-        { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
-        { key: '.status.phase', operator: 'In', values: ['Pending'] },
-        { key: '.status.conditions.[] | select( .type == "Initialized" ) | .status', operator: 'In', values: ['True'] },
-        { key: '.spec.containers.[].image', operator: 'In', values: [image] },
-        ...extra,
-      ],
-    },
+    selector: { matchExpressions: [{ key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' }, ...match] },
     delay: { durationMilliseconds: delayMs },
     next: { statusTemplate: ['{{ $now := Now }}', ...status].join('\n') },
   },
 });
 
+const podStage = (name: string, image: string, delayMs: number, status: string[], extra: MatchExpressions = []) => stageOf(name, [
+  { key: '.status.phase', operator: 'In', values: ['Pending'] },
+  { key: '.status.conditions.[] | select( .type == "Initialized" ) | .status', operator: 'In', values: ['True'] },
+  { key: '.spec.containers.[].image', operator: 'In', values: [image] },
+  ...extra,
+], delayMs, status);
+
 /** A transition of a Running, Ready pod of a Job whose container runs `image` (upstream's pod-complete, for one image). */
-const jobPodStage = (name: string, image: string, delayMs: number, status: string[]) => ({
-  apiVersion: 'kwok.x-k8s.io/v1alpha1', kind: 'Stage', metadata: { name },
-  spec: {
-    resourceRef: { apiGroup: 'v1', kind: 'Pod' },
-    selector: {
-      matchExpressions: [
-        { key: '.metadata.deletionTimestamp', operator: 'DoesNotExist' },
-        { key: '.status.phase', operator: 'In', values: ['Running'] },
-        { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'In', values: ['True'] },
-        { key: '.metadata.ownerReferences.[].kind', operator: 'In', values: ['Job'] },
-        { key: '.spec.containers.[].image', operator: 'In', values: [image] },
-      ],
-    },
-    delay: { durationMilliseconds: delayMs },
-    next: { statusTemplate: ['{{ $now := Now }}', ...status].join('\n') },
-  },
-});
+const jobPodStage = (name: string, image: string, delayMs: number, status: string[]) => stageOf(name, [
+  { key: '.status.phase', operator: 'In', values: ['Running'] },
+  { key: '.status.conditions.[] | select( .type == "Ready" ) | .status', operator: 'In', values: ['True'] },
+  { key: '.metadata.ownerReferences.[].kind', operator: 'In', values: ['Job'] },
+  { key: '.spec.containers.[].image', operator: 'In', values: [image] },
+], delayMs, status);
 
 /** Every container terminated with `exitCode`, `reason` and (for a failure) a termination message; the pod in `phase`. */
 const terminated = (phase: 'Succeeded' | 'Failed', exitCode: number, reason: string, message?: string) => [
