@@ -40,6 +40,11 @@ export type RouterName = (typeof ROUTERS)[number];
  */
 export type RolloutRouterName = RouterName | 'service';
 
+/** The routers that move the Service `<app>`'s selector rather than a proxy's routes. */
+export function routesBySelector(router: RolloutRouterName | undefined): boolean {
+  return router === 'service' || router === 'replicas';
+}
+
 /** How a new version is rolled out (spec.serviceMesh.canary.strategy); each has a plan builder and a workflow type. */
 export const STRATEGIES = ['canary', 'blueGreen'] as const;
 export type StrategyName = (typeof STRATEGIES)[number];

@@ -1,8 +1,7 @@
-import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application } from '../api/application.ts';
+import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application, type Check } from '../api/application.ts';
 import type { PlanCheck, PlanChecks, RolloutPlan } from './plan.ts';
-import type { Check } from '../api/application.ts';
 import { checksAt, httpCheckMaxMs } from './checks.ts';
-import { canaryName } from '../api/constants.ts';
+import { canaryName, routesBySelector } from '../api/constants.ts';
 import { routePort } from '../render/gateway.ts';
 import { analysisPlan, type MetricsSource } from './analysis.ts';
 import { strategies } from './strategies/index.ts';
@@ -16,8 +15,7 @@ export function metricsSource(app: Application): MetricsSource {
   const gw = app.spec.traffic?.gatewayAPI;
   const router = routerOf(app.spec);
   if (router === 'istio') return { kind: 'istio' };
-  if (router !== 'gatewayAPI') return { kind: 'none' };
-  if (gw?.implementation !== 'traefik') return { kind: 'none' };
+  if (router !== 'gatewayAPI' || gw?.implementation !== 'traefik') return { kind: 'none' };
   return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-http-${routePort(app)}@kubernetesgateway` };
 }
 
@@ -60,7 +58,7 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
     ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion, metrics: metricsSource(app) }) } : {}),
     progressDeadlineMs: parseDuration(canary.progressDeadline),
     // Without a proxy the switch back is a Service selector, which proxies follow a moment later.
-    ...(router === 'service' || router === 'replicas' ? { drainMs: selectorDrainMs } : {}),
+    ...(routesBySelector(router) ? { drainMs: selectorDrainMs } : {}),
   };
 }
 

@@ -3,7 +3,9 @@
 // The renderer, the Kubernetes client's resource table, the watcher, finalization, the chaos orphan check and the
 // RBAC test all derive from it: adding a kind is one row here (plus its renderer and its RBAC rule).
 
-import { canaryName, childName, GATEWAY_API_VERSION, ISTIO_API_VERSION, STABLE_VERSION, TRAEFIK_API_VERSION, mirrorServiceName, stableServiceName } from '../api/constants.ts';
+import {
+  canaryName, childName, GATEWAY_API_VERSION, ISTIO_API_VERSION, STABLE_VERSION, TRAEFIK_API_VERSION, mirrorServiceName, routesBySelector, stableServiceName,
+} from '../api/constants.ts';
 import { rolloutRouterOf, routerOf, type Application } from '../api/application.ts';
 import type { CanaryRoute } from '../routing/route.ts';
 import { renderCanaryDeployment, renderDeployment } from './deployment.ts';
@@ -85,7 +87,7 @@ const canary: Child = {
 // Without a proxy (a blue-green switch, a canary by replicas) the Service's selector is what a rollout moves. Between
 // rollouts it pins the stable pods too: a rollout that ends deletes its canary Deployment in the background, and a
 // selector of every version written by the next pass would take the canary's pods for as long as they outlive it.
-const selectorRouted = (app: Application) => ['service', 'replicas'].includes(rolloutRouterOf(app.spec) ?? '');
+const selectorRouted = (app: Application) => routesBySelector(rolloutRouterOf(app.spec));
 const service: Child = {
   of: kinds.service, name: childName, pruned: false, rolloutOwned: selectorRouted,
   render: (app) => asObject(renderService(app, selectorRouted(app) ? { version: STABLE_VERSION } : {})),

@@ -487,7 +487,7 @@ export class Rollout {
     // Proxies learn a Service's new endpoints a moment after the selector changes (kube-proxy, a Gateway's
     // provider): the new version's pods keep serving until they have, then go.
     if (this.plan.drainMs) await waitFor(() => false, this.plan.drainMs, `let proxies follow the switch back for ${duration(this.plan.drainMs)}`);
-    await this.call('remove the canary', acts.removeCanary, this.removeInput());
+    await this.call('remove the canary', acts.removeCanary, this.canary);
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
     this.undos.clear();
     this.state.reason = Reason.CanaryPromoted;
@@ -574,19 +574,18 @@ export class Rollout {
   private undo(kind: UndoKind): { what: string; run: () => Promise<unknown> } {
     if (kind === 'removeCanary') {
       const what = 'remove the canary: all traffic to stable, subset and Deployment removed';
-      return { what, run: () => run(acts.removeCanary, what, this.removeInput()) };
+      return { what, run: () => run(acts.removeCanary, what, this.canary) };
     }
     const what = `restore the stable image ${this.plan.stableImage}`;
     return { what, run: () => run(acts.restoreStableImage, what, { ...this.ref, plan: this.plan }) };
   }
 
-  private removeInput() {
+  /**
+   * The canary the activities that route act on: its Application, version and the router the rollout started with
+   * (older plans have none: the spec's).
+   */
+  private get canary() {
     return { ...this.ref, version: this.plan.version, ...(this.plan.router ? { router: this.plan.router } : {}) };
-  }
-
-  /** The router the rollout started with, for the activities that route (older plans have none: the spec's). */
-  private get router() {
-    return this.plan.router ? { router: this.plan.router } : {};
   }
 
   /** One activity call whose history event reads `summary`, retried through persist() while it fails. */
@@ -596,7 +595,7 @@ export class Rollout {
 
   /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
   private async routeTo(r: CanaryRoute): Promise<void> {
-    const routed = await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.ref, ...this.router, version: this.plan.version, route: r });
+    const routed = await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.canary, route: r });
     this.m.route = r;
     this.state.weight = r.weight;
     // What the router says of how it splits (a canary by pods: approximately), beside a header route or a mirror.
@@ -617,7 +616,7 @@ export class Rollout {
   private async checkGate(): Promise<void> {
     this.m.lastGateAt = Date.now();
     this.recheck = false;
-    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.ref, ...this.router, version: this.plan.version, route: this.m.route });
+    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.canary, route: this.m.route });
     const g = gateStep({
       seen, gates: this.plan.gates, now: this.m.lastGateAt, createdAt: this.m.createdAt, readySince: this.state.readySince, lastCountedAt: this.m.lastCountedAt,
       consecutiveFailures: this.state.consecutiveFailures, route: this.m.route, target: this.m.target,
