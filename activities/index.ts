@@ -1,6 +1,6 @@
 import type {
   CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput,
-  StartJobCheckInput,
+  StartJobCheckInput, ReleaseClaimsInput, StopCanaryInput, RevertApplicationInput, ObserveApplicationsInput, FinalizeReleaseInput,
 } from './types.ts';
 import {
   closeCanaryStatus, finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
@@ -38,13 +38,13 @@ export function createActivities(deps: ActivityDeps) {
     closeCanaryStatus: (input: CloseCanaryStatusInput) => closeCanaryStatus(deps, input),
     readRelease: (input: { namespace: string; name: string }) => readRelease(deps, input),
     claimApplications: (input: ClaimInput) => claimApplications(deps, input),
-    releaseClaims: (input: { namespace: string; release: string; apps: string[] }) => releaseClaims(deps, input),
+    releaseClaims: (input: ReleaseClaimsInput) => releaseClaims(deps, input),
     startCanary: (input: StartCanaryInput) => startCanary(deps, input),
-    stopCanary: (input: { namespace: string; app: string; canaryVersion: string }) => stopCanary(deps, input),
-    revertApplication: (input: { namespace: string; app: string; image: string; previousImage: string }) => revertApplication(deps, input),
-    observeApplications: (input: { namespace: string; apps: string[] }) => observeApplications(deps, input),
+    stopCanary: (input: StopCanaryInput) => stopCanary(deps, input),
+    revertApplication: (input: RevertApplicationInput) => revertApplication(deps, input),
+    observeApplications: (input: ObserveApplicationsInput) => observeApplications(deps, input),
     writeReleaseStatus: (input: ReleaseStatusInput) => writeReleaseStatus(deps, input),
-    finalizeRelease: (input: { namespace: string; name: string; uid: string }) => finalizeRelease(deps, input),
+    finalizeRelease: (input: FinalizeReleaseInput) => finalizeRelease(deps, input),
   };
 }
 

@@ -1,12 +1,12 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, isTerminal, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
+import { API_VERSION, ConditionType, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, isTerminal, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
 import { degradedEvent, desiredStatus, needsPods, podIssue, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
-import { rolloutKey, rolloutPlan } from '../reconcile/canary-plan.ts';
+import { rolloutKey, rolloutPlan, rolloutSpecState, type RolloutSpecState } from '../reconcile/canary-plan.ts';
 import { planNotifications, type PlanNotification } from '../reconcile/notify.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
@@ -69,6 +69,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
 
   const applied: string[] = [];
   const removed: string[] = [];
+  const repaired: string[] = [];
   /** What server-side apply answered, by Kind/name: the children as they are now, so status needs no second read. */
   const answered = new Map<string, KubeObject>();
   let event: Promise<void> | undefined;
@@ -81,12 +82,20 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     const apply = desired.apply.filter(ours).map((c) => c.object);
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
+    // What a watch saw changed by someone else, as it is before the apply: the apply's answer tells a repair from a no-op.
+    const drifted = new Map<string, string | null>();
+    for (const obj of apply.filter((o) => input.drifted?.includes(describeRef(o)))) {
+      drifted.set(describeRef(obj), (await kube.get<KubeObject>({ apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name }))?.metadata.resourceVersion ?? null);
+    }
     try {
       if (specChanged) await dryRunAfterFirst(deps, apply);
       for (const obj of apply) {
         progress(describeRef(obj));
-        answered.set(describeRef(obj), await kube.apply(obj, { fieldManager: FIELD_MANAGER }));
+        const answer = await kube.apply(obj, { fieldManager: FIELD_MANAGER });
+        answered.set(describeRef(obj), answer);
         applied.push(describeRef(obj));
+        const before = drifted.get(describeRef(obj));
+        if (before !== undefined && before !== answer.metadata.resourceVersion) repaired.push(describeRef(obj));
       }
     } catch (err) {
       if (!(err instanceof KubeError && err.permanent)) throw err;
@@ -96,6 +105,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     if (specChanged) {
       // Recorded while status is derived and written (an Event is best effort and never fails the pass).
       event = recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Normal', reason: Reason.ChildrenApplied, message: `generation ${generation}: applied ${applied.join(', ')}` });
+    } else if (repaired.length) {
+      const what = repaired.map((r) => `${r} (${drifted.get(r) === null ? 'deleted' : 'edited'})`).join(', ');
+      event = recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.DriftRepaired, message: `put back what was changed outside the Application: ${what}` });
+      deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId }).warn({ repaired }, 'put back children changed outside the Application');
     }
     // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create).
     const firstPass = raw.status?.observedGeneration === undefined;
@@ -109,12 +122,16 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
 
   const observed = await observe(deps, app, answered);
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
-  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app));
+  const plan = withNotifications(rolloutPlan(app), app, deps.notifyDefault);
+  const rolloutSpec = rolloutSpecState(app, plan);
+  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app), rolloutSpec);
   const warning = written ? degradedEvent(raw.status?.conditions, status.conditions, podIssue(observed.pods) ?? undefined) : null;
   // Keyed by its cause: a problem that outlives many passes is one Event (the API server refuses the same key twice).
   if (warning) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', ...warning });
+  // A canary spec changed under a running rollout: said once per change (keyed by what the spec now says).
+  const deferred = written && rolloutSpec.running && rolloutSpec.deferred ? status.conditions.find((c) => c.type === ConditionType.CanarySpecApplied) : undefined;
+  if (deferred) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.RolloutSpecDeferred, message: deferred.message, key: `spec-deferred:${plan?.specDigest ?? ''}` });
   await event;
-  const plan = withNotifications(rolloutPlan(app), app, deps.notifyDefault);
   const last = app.status?.canary;
   return {
     ...(plan ? { canary: plan } : {}),
@@ -129,7 +146,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     ...(status.phase ? { phase: status.phase } : {}),
     message: status.conditions.find((c) => c.type === 'Ready')?.message ?? '',
     progressing: status.phase === 'Pending' || status.phase === 'Updating',
-    applied, removed, statusWritten: written,
+    applied, removed, statusWritten: written, ...(repaired.length ? { repaired } : {}),
   };
 }
 
@@ -214,11 +231,13 @@ async function writeStatus(
   failure: Failure | null,
   observedGeneration: number | undefined,
   scaling?: Scaling,
+  rolloutSpec?: RolloutSpecState,
 ): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
   const temporalUI = workflowUiLink(deps, input.workflowId);
   const canary = raw.status?.['canary'] as CanaryStatusLike | undefined;
   const next = desiredStatus(raw, observed, failure, {
     workflowId: input.workflowId, observedGeneration, ...(temporalUI ? { temporalUI } : {}), ...(canary ? { canary } : {}), ...(scaling ? { scaling } : {}),
+    ...(rolloutSpec ? { rolloutSpec } : {}),
   });
   const { canary: _canary, ...current } = raw.status ?? {};
   if (!statusChanged(current, next)) return { status: next, written: false };

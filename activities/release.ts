@@ -3,7 +3,7 @@
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { canaryImage, parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FailureType, FINALIZER, KIND, Phase, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
+import { API_VERSION, FailureType, FINALIZER, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
@@ -54,27 +54,27 @@ export async function readRelease(deps: ActivityDeps, input: ReleaseRef): Promis
  * very canary. Claiming again what is already ours is a no-op, so a retried activity is harmless.
  */
 export async function claimApplications(deps: ActivityDeps, input: ClaimInput): Promise<ClaimResult> {
-  const problems: string[] = [];
+  const problems: { name: string; message: string }[] = [];
   const found: { raw: RawObject; app: Application; image: string }[] = [];
   for (const want of input.apps) {
     const raw = await deps.kube.get<RawObject>(appRef(input.namespace, want.name));
     if (!raw || raw.metadata.deletionTimestamp) {
-      problems.push(`Application ${want.name} does not exist in namespace ${input.namespace}`);
+      problems.push({ name: want.name, message: `Application ${want.name} does not exist in namespace ${input.namespace}` });
       continue;
     }
     const parsed = parseApplication(raw);
     if (!parsed.ok) {
-      problems.push(`Application ${want.name} is invalid: ${parsed.message}`);
+      problems.push({ name: want.name, message: `Application ${want.name} is invalid: ${parsed.message}` });
       continue;
     }
     const app = parsed.app;
     const owner = raw.metadata.annotations?.[RELEASE_ANNOTATION];
     if (owner && owner !== input.release && await releaseRuns(deps, input.namespace, owner)) {
-      problems.push(`Application ${want.name} is already in Release ${owner}, which is running`);
+      problems.push({ name: want.name, message: `Application ${want.name} is already in Release ${owner}, which is running` });
       continue;
     }
     if (!app.spec.serviceMesh?.enabled) {
-      problems.push(`Application ${want.name} has serviceMesh.enabled false: a Release rolls out through canaries, which need the mesh`);
+      problems.push({ name: want.name, message: `Application ${want.name} has serviceMesh.enabled false: a Release rolls out through canaries, which need the mesh` });
       continue;
     }
     const own = app.status?.canary;
@@ -82,21 +82,21 @@ export async function claimApplications(deps: ActivityDeps, input: ClaimInput): 
     const image = canaryImage({ ...app.spec, serviceMesh: { ...app.spec.serviceMesh, canary: { ...canary!, enabled: true, canaryVersion: want.canaryVersion, ...(want.image ? { image: want.image } : { image: undefined }) } } });
     if (owner !== input.release) {
       if (own?.phase && !isTerminal(own.phase)) {
-        problems.push(`Application ${want.name} already runs its own canary (${own.version ?? '?'}, ${own.phase}): finish or abort it first`);
+        problems.push({ name: want.name, message: `Application ${want.name} already runs its own canary (${own.version ?? '?'}, ${own.phase}): finish or abort it first` });
         continue;
       }
       if (canary?.enabled) {
-        problems.push(`Application ${want.name} has its own canary enabled in its spec (${canary.canaryVersion ?? '?'}): disable it first`);
+        problems.push({ name: want.name, message: `Application ${want.name} has its own canary enabled in its spec (${canary.canaryVersion ?? '?'}): disable it first` });
         continue;
       }
       if (own?.version === want.canaryVersion && own.image === image && own.phase !== RolloutPhase.Promoted) {
-        problems.push(`Application ${want.name} already ran canary ${want.canaryVersion} (${image}), which ended ${own.phase}; a canary does not run twice: use a new canaryVersion or image`);
+        problems.push({ name: want.name, message: `Application ${want.name} already ran canary ${want.canaryVersion} (${image}), which ended ${own.phase}; a canary does not run twice: use a new canaryVersion or image` });
         continue;
       }
     }
     found.push({ raw, app, image });
   }
-  if (problems.length) return { ok: false, message: problems.join('; ') };
+  if (problems.length) return { ok: false, message: problems.map((p) => p.message).join('; '), refused: problems };
   for (const { raw } of found) {
     if (raw.metadata.annotations?.[RELEASE_ANNOTATION] === input.release) continue;
     // Compare-and-swap: a concurrent claim by another Release gives a 409 and the activity retries on fresh state.
@@ -156,8 +156,20 @@ export async function stopCanary(deps: ActivityDeps, input: StopCanaryInput): Pr
 export async function revertApplication(deps: ActivityDeps, input: RevertApplicationInput): Promise<boolean> {
   const raw = await deps.kube.get<RawObject & { spec?: { image?: string } }>(appRef(input.namespace, input.app));
   if (!raw || raw.metadata.deletionTimestamp || raw.spec?.image !== input.image) return false;
-  await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+  const patched = await deps.kube.mergePatch(appRef(input.namespace, input.app), {
     metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { image: input.previousImage, serviceMesh: { canary: { enabled: false } } },
+  });
+  if (!input.release) return true;
+  // The Application says what happened to the rollout it last reported Promoted, and who undid it.
+  const message = `Release ${input.release} put ${input.previousImage} back${input.why ? `: ${input.why}` : ''}`;
+  const canary = raw.status?.canary;
+  if (canary?.phase === RolloutPhase.Promoted && canary.image === input.image) {
+    await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+      status: { canary: { phase: RolloutPhase.RolledBack, reason: Reason.ReleaseReverted, message, weight: 0 } },
+    }, 'status').catch(notFoundIsDone);
+  }
+  await recordEvent(deps.kube, {
+    namespace: input.namespace, name: input.app, uid: patched?.metadata.uid ?? raw.metadata.uid ?? '', type: 'Warning', reason: Reason.ReleaseReverted, message,
   });
   return true;
 }

@@ -17,6 +17,11 @@ export interface ReconcileInput {
    * workflow does not know yet (a fresh run): then the Application's status decides.
    */
   rolloutActive?: boolean;
+  /**
+   * Children a watch saw edited or deleted since the last pass ("Deployment/web"): those the apply really changes back
+   * are put back with an Event that says so (one read each before the apply, to tell a repair from an echo of our own).
+   */
+  drifted?: string[];
 }
 
 export interface ReconcileResult {
@@ -30,6 +35,8 @@ export interface ReconcileResult {
   progressing?: boolean;
   applied?: string[];
   removed?: string[];
+  /** Of `drifted`, what the apply changed back (re-created, or its spec put back). */
+  repaired?: string[];
   statusWritten?: boolean;
   /** The rollout the spec asks for (canary enabled), or absent. */
   canary?: RolloutPlan;
@@ -203,6 +210,8 @@ export interface CanaryStatusInput extends CanaryRef {
     checks?: CheckVerdict[];
     /** A header route or mirror in place, in words. */
     routing?: string;
+    /** What the rollout was planned from (RolloutPlan.specDigest). */
+    specDigest?: string;
   };
   /** A Kubernetes Event to record on the Application with this transition. */
   event?: { reason: string; message: string; type: 'Normal' | 'Warning' };
@@ -254,7 +263,8 @@ export interface ClaimInput {
 
 export type ClaimResult =
   | { ok: true; apps: { name: string; image: string; previousImage: string }[] }
-  | { ok: false; message: string };
+  /** Refused: every problem in one message, and each Application's own. */
+  | { ok: false; message: string; refused: { name: string; message: string }[] };
 
 export interface ReleaseClaimsInput {
   namespace: string;
@@ -283,6 +293,9 @@ export interface RevertApplicationInput {
   app: string;
   image: string;
   previousImage: string;
+  /** The Release that reverts it, and why: said in the Application's status.canary and an Event on it. */
+  release?: string;
+  why?: string;
 }
 
 export interface ObserveApplicationsInput {

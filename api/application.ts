@@ -548,6 +548,7 @@ const canaryStatusSchema = z.object({
   reason: z.string().optional(),
   message: z.string().optional(),
   checks: z.array(z.object({ name: z.string(), phase: z.string(), result: z.enum(['pass', 'fail', 'waiting']), message: z.string(), at: timestamp })).optional(),
+  specDigest: z.string().optional(),
 });
 
 /** The status the operator writes; the API server has already checked it against the CRD. */

@@ -150,6 +150,8 @@ export const ReleaseAppPhase = {
   Stopped: 'Stopped',
   /** The Release put its previous image back. */
   Reverted: 'Reverted',
+  /** The Release was refused (a conflict named in its message) and never claimed it. */
+  Refused: 'Refused',
 } as const;
 export type ReleaseAppPhase = (typeof ReleaseAppPhase)[keyof typeof ReleaseAppPhase];
 
@@ -160,6 +162,8 @@ export const ConditionType = {
   InvalidSpec: 'InvalidSpec',
   /** True while a canary rollout runs; after it ends, False with the outcome as its reason. */
   CanaryProgressing: 'CanaryProgressing',
+  /** While a rollout runs: whether it runs with the canary spec of this generation (a change applies to the next one). */
+  CanarySpecApplied: 'CanarySpecApplied',
   /** True when the HorizontalPodAutoscaler, not spec.replicas, sets the replica count. */
   Autoscaled: 'Autoscaled',
 } as const;
@@ -212,6 +216,14 @@ export const Reason = {
   RolloutFailed: 'RolloutFailed',
   /** A rollout in flight whose workflow Temporal lost, no longer wanted by the spec: rolled back. */
   RolloutLost: 'RolloutLost',
+  /** A Release put back the image it had promoted (status.canary of the Application says which Release and why). */
+  ReleaseReverted: 'ReleaseReverted',
+  /** The children were put back after a hand edit or a deletion changed them. */
+  DriftRepaired: 'DriftRepaired',
+  /** The canary's steps, analysis, checks, health gates or progress deadline changed while a rollout ran: they apply to the next one. */
+  RolloutSpecDeferred: 'RolloutSpecDeferred',
+  /** The rollout in flight runs with the canary spec of this generation. */
+  RolloutSpecCurrent: 'RolloutSpecCurrent',
 } as const;
 export type Reason = (typeof Reason)[keyof typeof Reason];
 

@@ -10,7 +10,13 @@ export async function controlRelease(client: Client, action: ControlAction, name
     const state = await handle.executeUpdate(releaseUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
     return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
-    if (err instanceof WorkflowNotFoundError) throw new Error(`no workflow for Release ${namespace}/${name} (is it there? kubectl -n ${namespace} get release ${name})`, { cause: err });
+    if (err instanceof WorkflowNotFoundError) {
+      // A Release that finished holds no workflow open: its last run still answers what it ended as.
+      const over = await finishedState(handle);
+      if (!over) throw new Error(`no workflow for Release ${namespace}/${name} (is it there? kubectl -n ${namespace} get release ${name})`, { cause: err });
+      if (action === 'abort') return { accepted: false, note: `nothing to abort: the release is ${over.phase}`, state: over };
+      throw new Error(`${action} rejected: the release is ${over.phase}`, { cause: err });
+    }
     if (err instanceof WorkflowUpdateFailedError) {
       const why = err.cause?.message ?? err.message;
       // As for an Application: an abort of a release already over or being aborted has nothing left to do.
@@ -18,6 +24,16 @@ export async function controlRelease(client: Client, action: ControlAction, name
       throw new Error(`${action} rejected: ${why}`, { cause: err });
     }
     throw err;
+  }
+}
+
+/** The state a Release's last run ended with, when its workflow exists and is over (undefined otherwise). */
+async function finishedState(handle: ReturnType<Client['workflow']['getHandle']>): Promise<ReleaseState | undefined> {
+  try {
+    if ((await handle.describe()).status.name === 'RUNNING') return undefined;
+    return await handle.query(releaseQuery);
+  } catch {
+    return undefined;
   }
 }
 

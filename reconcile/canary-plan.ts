@@ -1,7 +1,7 @@
 import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application, type Check } from '../api/application.ts';
-import type { PlanCheck, PlanChecks, RolloutPlan } from './plan.ts';
+import { changedSpecParts, specDigest, type PlanCheck, type PlanChecks, type RolloutPlan } from './plan.ts';
 import { checksAt, httpCheckMaxMs } from './checks.ts';
-import { canaryName, routesBySelector } from '../api/constants.ts';
+import { canaryName, isTerminal, routesBySelector } from '../api/constants.ts';
 import { routePort } from '../render/gateway.ts';
 import { analysisPlan, type MetricsSource } from './analysis.ts';
 import { strategies } from './strategies/index.ts';
@@ -38,7 +38,7 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
   const image = canaryImage(app.spec);
   const strategy = strategies[canary.strategy];
   const steps = strategy.steps(app);
-  return {
+  const plan: RolloutPlan = {
     key: rolloutKey(canary.canaryVersion, image),
     // The canary's plans say nothing new, so a canary's plan reads as before this field.
     ...(canary.strategy === 'canary' ? {} : { strategy: canary.strategy }),
@@ -60,6 +60,7 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
     // Without a proxy the switch back is a Service selector, which proxies follow a moment later.
     ...(routesBySelector(router) ? { drainMs: selectorDrainMs } : {}),
   };
+  return { ...plan, specDigest: specDigest(plan) };
 }
 
 /** The rollout's checks as it runs them; which run outside the steps, by phase. */
@@ -74,4 +75,19 @@ export function planChecks(checks: Check[], postPromotionInSteps: boolean): Plan
     afterPromotion: postPromotionInSteps ? [] : names('postPromotion'),
     onRollback: names('onRollback'),
   };
+}
+
+/** Whether the running rollout keeps to the canary spec of today (`deferred` names what changed under it), or none runs. */
+export type RolloutSpecState = { running: false } | { running: true; version: string; deferred?: string[] };
+
+/**
+ * Whether a rollout is in flight for the spec's canary (status.canary names its version and image, not ended) and
+ * which parts of the canary spec changed since it started (status.canary.specDigest against today's plan): a
+ * rollout keeps to the spec it started with, so such a change applies to the next rollout.
+ */
+export function rolloutSpecState(app: Application, plan: RolloutPlan | undefined): RolloutSpecState {
+  const last = app.status?.canary;
+  if (!plan || !last?.version || !last.image || !last.phase || isTerminal(last.phase) || rolloutKey(last.version, last.image) !== plan.key) return { running: false };
+  const deferred = last.specDigest && plan.specDigest ? changedSpecParts(last.specDigest, plan.specDigest) : [];
+  return { running: true, version: plan.version, ...(deferred.length ? { deferred } : {}) };
 }

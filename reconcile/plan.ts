@@ -4,6 +4,7 @@ import type { Check } from '../api/application.ts';
 import type { PlanNotification } from './notify.ts';
 import type { RolloutRouterName, StrategyName } from '../api/constants.ts';
 import type { HeaderMatch } from '../routing/route.ts';
+import { fingerprint } from '../lib/json.ts';
 
 /**
  * One step: set the canary's traffic weight; pause (ms; null until promoted: an approval); route requests matching
@@ -96,6 +97,29 @@ export interface RolloutPlan {
   drainMs?: number;
   /** Where the rollout's notifications go (spec.notifications and the operator's --notify-url); absent: none. */
   notifications?: PlanNotification[];
+  /**
+   * What the rollout was planned from, part by part (specParts), fingerprinted: status.canary keeps the running
+   * rollout's, so a pass can tell that the spec changed under it. Absent in plans from before it.
+   */
+  specDigest?: string;
+}
+
+/** The parts of the canary's spec a running rollout keeps to (a change to them applies to the next rollout), by their spec name. */
+export function specParts(plan: Omit<RolloutPlan, 'specDigest'>): Record<string, unknown> {
+  return { steps: plan.steps, analysis: plan.analysis ?? null, checks: plan.checks ?? null, healthGates: plan.gates, progressDeadline: plan.progressDeadlineMs };
+}
+
+/** The fingerprint of each part, in one string ("steps=1a2b3c4d,analysis=..."). */
+export function specDigest(plan: Omit<RolloutPlan, 'specDigest'>): string {
+  return Object.entries(specParts(plan)).map(([k, v]) => `${k}=${fingerprint(v)}`).join(',');
+}
+
+/** The parts whose fingerprints differ between two digests (all of them when either is unreadable). */
+export function changedSpecParts(running: string, now: string): string[] {
+  const parse = (d: string) => new Map(d.split(',').map((kv) => kv.split('=') as [string, string]));
+  const a = parse(running);
+  const b = parse(now);
+  return [...new Set([...a.keys(), ...b.keys()])].filter((k) => a.get(k) !== b.get(k));
 }
 
 /** A human description of a step, for the UI and status. */

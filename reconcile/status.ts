@@ -299,6 +299,18 @@ export function canaryCondition(canary: CanaryStatusLike | undefined, generation
   return condition(ConditionType.CanaryProgressing, !over, reason, canary.message ?? '', generation);
 }
 
+/**
+ * The CanarySpecApplied condition while a rollout runs: True when it runs with the canary spec of this generation,
+ * False (RolloutSpecDeferred) when steps, analysis, checks, health gates or the progress deadline changed under it:
+ * a rollout keeps to the spec it started with, and the change applies to the next one. None between rollouts.
+ */
+export function canarySpecCondition(state: { running: false } | { running: true; version: string; deferred?: string[] }, generation: number | undefined): Condition | null {
+  if (!state.running) return null;
+  if (!state.deferred) return condition(ConditionType.CanarySpecApplied, true, Reason.RolloutSpecCurrent, `the rollout of ${state.version} runs with the canary spec of this generation`, generation);
+  return condition(ConditionType.CanarySpecApplied, false, Reason.RolloutSpecDeferred,
+    `canary ${state.deferred.join(', ')} changed while the rollout of ${state.version} runs${generation !== undefined ? ` (generation ${generation})` : ''}: it keeps the spec it started with; the change applies to the next rollout (abort this one to start again with it)`, generation);
+}
+
 /** The conditions with the canary's replaced (or added, or kept out when there is none). */
 export function withCanaryCondition(conditions: Condition[], canary: CanaryStatusLike | undefined, generation: number | undefined): Condition[] {
   const c = canaryCondition(canary, generation);
@@ -319,12 +331,19 @@ export function desiredStatus(
   app: Pick<Application, 'metadata'>,
   observed: Observed,
   failure: Failure | null,
-  info: { workflowId: string; temporalUI?: string; observedGeneration: number | undefined; canary?: CanaryStatusLike; scaling?: Scaling },
+  info: {
+    workflowId: string; temporalUI?: string; observedGeneration: number | undefined; canary?: CanaryStatusLike; scaling?: Scaling;
+    /** Whether the rollout in flight runs with today's canary spec (canary-plan.ts rolloutSpecState). */
+    rolloutSpec?: { running: false } | { running: true; version: string; deferred?: string[] };
+  },
 ): Omit<ApplicationStatus, 'lastUpdateTime' | 'canary' | 'conditions'> & { conditions: Condition[] } {
   const { phase, reason, message, issue } = decidePhase(app, observed, failure);
   const d = observed.deployment;
   const s = d?.status;
-  const conditions = [...decideConditions(phase, reason, message, info.observedGeneration, issue), ...(info.scaling ? [autoscaledCondition(info.scaling, info.observedGeneration)] : [])];
+  const spec = info.rolloutSpec ? canarySpecCondition(info.rolloutSpec, info.observedGeneration) : null;
+  const conditions = [
+    ...decideConditions(phase, reason, message, info.observedGeneration, issue), ...(info.scaling ? [autoscaledCondition(info.scaling, info.observedGeneration)] : []), ...(spec ? [spec] : []),
+  ];
   return {
     ...(info.observedGeneration !== undefined ? { observedGeneration: info.observedGeneration } : {}),
     phase,

@@ -1,6 +1,6 @@
 import type { Client } from '@temporalio/client';
 import {
-  API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, STABLE_VERSION,
+  API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, STABLE_VERSION, terminalReleasePhases,
 } from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
@@ -166,7 +166,8 @@ export class Watcher {
       .filter(([key, o]) => (!o.deleting || o.finalizer) && (this.firstSeen.get(`${prefix}:${key}`) ?? Infinity) <= settled && !this.pending.has(`${prefix}:${key}`))
       .map(([key]) => key);
     const apps = expect(this.apps, 'app');
-    const releases = expect(this.releases, 'release');
+    // A Release whose generation is over has no workflow running, and needs none until it changes.
+    const releases = expect(this.releases, 'release').filter((key) => this.releases.get(key)?.status !== SETTLED);
     try {
       const found = await sweeper.sweep({
         applications: apps.map((k) => applicationWorkflowId(...(k.split('/') as [string, string]))),
@@ -231,7 +232,7 @@ export class Watcher {
     if (reason) this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete' });
     // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
     const release = obj.metadata?.annotations?.[RELEASE_ANNOTATION];
-    if (release && (type === 'delete' || now.status !== before?.status)) {
+    if (release && (type === 'delete' || now.status !== before?.status || now.generation !== before?.generation)) {
       this.enqueue(`release:${obj.metadata?.namespace ?? ''}/${release}`, 'child-status', `Application/${obj.metadata?.name ?? ''}`, { signalOnly: true });
     }
   }
@@ -248,6 +249,8 @@ export class Watcher {
       this.releases.set(key, now);
     }
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
+    // A resync of a Release whose generation is over (every one, after a restart) would start a run only to end it.
+    if (reason === 'resync' && now.status === SETTLED) return;
     if (reason) this.enqueue(`release:${key}`, reason, undefined, { signalOnly: type === 'delete' });
   }
 
@@ -421,10 +424,19 @@ function observe(kind: string, obj: Obj): Observation {
  */
 function statusOf(kind: string, obj: Obj): string {
   if (kind === kinds.deployment.kind) return deploymentSignature(obj as unknown as ObservedDeployment);
+  if (kind === RELEASE_KIND) return releaseSettled(obj) ? SETTLED : '';
   if (kind !== KIND) return '';
   if (!obj.metadata?.annotations?.[RELEASE_ANNOTATION]) return '';
   const s = obj.status as { phase?: string; canary?: { phase?: string; version?: string; step?: number } } | undefined;
   return JSON.stringify([s?.phase, s?.canary?.phase, s?.canary?.version, s?.canary?.step]);
+}
+
+/** A Release's status that says its current generation is over (its workflow has ended; only a change starts another). */
+const SETTLED = 'settled';
+
+function releaseSettled(obj: Obj): boolean {
+  const s = obj.status as { phase?: string; observedGeneration?: number } | undefined;
+  return !obj.metadata?.deletionTimestamp && s?.observedGeneration === obj.metadata?.generation && terminalReleasePhases.has(s?.phase ?? '');
 }
 
 function keyOf(obj: Obj): string {

@@ -114,6 +114,9 @@ class ApplicationEntity {
   private reasons: ChangeReason[] = [];
   private objects: string[] = [];
   private readonly pendingObjects = new Set<string>();
+  /** Children a watch saw edited or deleted (reason child): the pass says which of them it put back. */
+  private drifted: string[] = [];
+  private readonly pendingDrift = new Set<string>();
 
   constructor(input: ApplicationWorkflowInput) {
     this.input = input;
@@ -134,6 +137,7 @@ class ApplicationEntity {
   changed(reason: ChangeReason, object?: string): void {
     this.pending.add(reason);
     if (object) this.pendingObjects.add(object);
+    if (object && reason === 'child') this.pendingDrift.add(object);
     this.state.lastReason = reason;
     // A running rollout looks at once when one of its children changed: a hand edit of its routes, its Deployment
     // deleted, its pods becoming ready or not. It puts back what was taken and moves traffic off an empty canary.
@@ -210,6 +214,8 @@ class ApplicationEntity {
     this.reasons = [...reasons];
     this.objects = [...this.pendingObjects];
     this.pendingObjects.clear();
+    this.drifted = [...this.pendingDrift];
+    this.pendingDrift.clear();
     return this.reasons.some((r) => r !== 'child-status');
   }
 
@@ -221,7 +227,9 @@ class ApplicationEntity {
       const summary = `${apply ? 'apply children' : 'read status'} (${why})`;
       // A fresh run does not know yet whether a rollout is in flight: the pass leaves the canary to one status names.
       const rolloutActive = this.rollout !== undefined ? true : this.rolloutKnown ? false : undefined;
-      const result = await reconcilePass(summary, { namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}) });
+      const result = await reconcilePass(summary, {
+        namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
+      });
       this.state.passes++;
       this.passesThisRun++;
       if (result.outcome === 'reconciled') {

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
 import { control, formatRollout } from '../../client/control.ts';
 import { applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, getApp, getDeployment, kube, temporalClient, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, eventsOf, getApp, getDeployment, kube, temporalClient, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { assertSteadyState, destinationRule, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { workflowBundle } from '../../testkit/env.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -107,6 +107,27 @@ describe('canary rollouts', () => {
     await handle.executeUpdate(controlUpdates.promote, { args: [{ by: 'test' }] });
     await waitCanaryPhase(s.ns, 'hold', 'Promoted');
     await assertSteadyState(s.ns, 'hold');
+  });
+
+  it('a canary spec changed under a running rollout applies to the next one: a condition and an Event say so', async () => {
+    await apply(meshApp(s.ns, 'later', { enabled: true, canaryVersion: 'v6', steps: [{ setWeight: 10 }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'later', 'Paused');
+    const specCondition = async () => (await getApp(s.ns, 'later'))!.status.conditions?.find((c: Json) => c.type === 'CanarySpecApplied');
+    await eventually('CanarySpecApplied True while the rollout runs with today\'s spec', async () => ((await specCondition())?.status === 'True' ? true : undefined), { timeoutMs: 30_000 });
+    // New steps and a longer progress deadline, same version and image: no new rollout; the running one keeps its plan.
+    await apply(meshApp(s.ns, 'later', { enabled: true, canaryVersion: 'v6', steps: [{ setWeight: 30 }, { pause: {} }], progressDeadline: '20m' }));
+    const deferred = await eventually('CanarySpecApplied False', async () => {
+      const c = await specCondition();
+      return c?.status === 'False' ? c : undefined;
+    }, { timeoutMs: 30_000 });
+    assert.equal(deferred.reason, 'RolloutSpecDeferred');
+    assert.match(deferred.message, /^canary steps, progressDeadline changed while the rollout of v6 runs \(generation \d+\): it keeps the spec it started with; the change applies to the next rollout/);
+    const app = (await getApp(s.ns, 'later'))!;
+    assert.equal(app.status.canary.weight, 10, 'the running rollout did not take the new steps');
+    assert.ok((await eventsOf(s.ns, app.metadata.uid)).some((e) => e.reason === 'RolloutSpecDeferred' && /canary steps, progressDeadline changed/.test(e.note)), 'an Event says so');
+    await control(await temporalClient(), 'promote', s.ns, 'later');
+    await waitCanaryPhase(s.ns, 'later', 'Promoted');
+    await eventually('no CanarySpecApplied once no rollout runs', async () => ((await specCondition()) === undefined ? true : undefined), { timeoutMs: 30_000 });
   });
 
   it('rolls a bad canary back by itself, never routing to it, and says why', async () => {

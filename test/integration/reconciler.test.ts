@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { FINALIZER } from '../../api/constants.ts';
 import { applicationWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { workflowBundle } from '../../testkit/env.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -96,6 +96,10 @@ describe('reconciler', () => {
     await waitForPhase(s.ns, 'drift', 'Running');
     // The HPA controller raises replicas to its minimum through the scale subresource.
     await waitForObject('HPA scaled the Deployment to 3', () => getDeployment(s.ns, 'drift'), (d) => d?.spec.replicas === 3);
+    const uid = (await getApp(s.ns, 'drift'))!.metadata.uid;
+    const repairs = async () => (await eventsOf(s.ns, uid)).filter((e) => e.reason === 'DriftRepaired').map((e) => e.note);
+    await sleep(1500);
+    assert.deepEqual(await repairs(), [], 'the HPA\'s scaling (a change the apply does not undo) is no repair');
 
     const svcBefore = await getObject('v1', 'Service', s.ns, 'drift');
     await kube(['-n', s.ns, 'delete', 'service', 'drift']);
@@ -107,6 +111,13 @@ describe('reconciler', () => {
     await sleep(1500);
     const d = await getDeployment(s.ns, 'drift');
     assert.equal(d!.spec.replicas, 3, 'the operator did not fight the HPA over replicas');
+    // Each repair says what it put back and how it had changed.
+    const said = await eventually('the repair Events', async () => {
+      const notes = await repairs();
+      return notes.some((n) => /Deployment\/drift \(edited\)/.test(n)) ? notes : undefined;
+    }, { timeoutMs: 10_000 });
+    assert.ok(said.some((n) => /^put back what was changed outside the Application: .*Service\/drift \(deleted\)/.test(n)), said.join(' | '));
+    assert.ok(!said.some((n) => /HorizontalPodAutoscaler/.test(n)), said.join(' | '));
   });
 
   it('reports a child the API server rejects as a Failed phase with a reason, applying nothing', async () => {

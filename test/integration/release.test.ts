@@ -35,7 +35,12 @@ describe('Releases', () => {
     const events = await eventsOf(s.ns, rel.metadata.uid);
     const at = (reason: string, text: RegExp) => events.find((e) => e.reason === reason && text.test(e.note))?.time ?? '';
     assert.ok(at('ReleaseWavePromoted', /wave 1/) !== '' && at('ReleaseWavePromoted', /wave 1/) <= at('ReleaseWaveStarted', /wave 2/), 'wave 2 started after wave 1 was promoted');
+    assert.ok(at('ReleaseWaveStarted', /^wave 1 \(backend\): starting/) !== '' && at('ReleaseWaveStarted', /^wave 2: starting/) !== '', 'a named wave says its name once, an unnamed one only its number');
     assert.match(rel.status.workflowId, /^release\//);
+    // Over: the Release's workflow ended with its outcome instead of waiting for a change that may never come.
+    const handle = (await temporalClient()).workflow.getHandle(rel.status.workflowId);
+    await eventually('the Release workflow to end', async () => ((await handle.describe()).status.name === 'COMPLETED' ? true : undefined), { timeoutMs: 30_000 });
+    assert.equal(await handle.result(), 'Promoted');
   });
 
   it('a canary failing in wave 2 stops the wave and puts wave 1 back, last first; every route ends on stable', async () => {
@@ -45,7 +50,7 @@ describe('Releases', () => {
     }));
     const rel = await waitRelease(s.ns, 'bad', releasePhaseIs('RolledBack'), 'RolledBack', 180_000);
     assert.equal(rel.status.failedApplication, 'cart');
-    assert.match(rel.status.message, /rolled back: canary broken of cart RolledBack: .*health gate failed/);
+    assert.match(rel.status.message, /^the canary broken of cart was rolled back: .*health gate failed.*; every Application this release promoted runs its previous image again$/);
     const phases = Object.fromEntries(rel.status.applications.map((a: Json) => [a.name, a.phase]));
     assert.deepEqual(phases, { api: 'Reverted', shop: 'Reverted', cart: 'Failed', pay: phases['pay'] === 'Reverted' ? 'Reverted' : 'Stopped' });
     for (const name of ['api', 'shop', 'cart']) await assertRunsStable(s.ns, name, `registry.example/${name}:1.0`);
@@ -54,6 +59,20 @@ describe('Releases', () => {
     const reverts = events.filter((e) => /back to registry.example\/(api|shop)/.test(e.note)).map((e) => /registry.example\/(\w+)/.exec(e.note)![1]);
     assert.ok(events.some((e) => e.reason === 'ReleaseRolledBack'));
     if (reverts.length) assert.deepEqual(reverts, ['shop', 'api'], 'last first');
+    // Each Application says what happened to the rollout it had reported Promoted, and who undid it.
+    for (const name of ['api', 'shop']) {
+      const app = (await getApp(s.ns, name))!;
+      assert.equal(app.status.canary.phase, 'RolledBack', `${name}: no longer says Promoted`);
+      assert.equal(app.status.canary.reason, 'ReleaseReverted');
+      assert.match(app.status.canary.message, new RegExp(`^Release bad put registry.example/${name}:1.0 back: the canary broken of cart was rolled back`));
+      assert.ok((await eventsOf(s.ns, app.metadata.uid)).some((e) => e.reason === 'ReleaseReverted' && /Release bad put/.test(e.note)), `${name}: an Event says so`);
+    }
+    // A canary the Release stopped says the Release aborted it, not "the spec".
+    if (phases['pay'] === 'Stopped') {
+      const pay = (await getApp(s.ns, 'pay'))!;
+      assert.equal(pay.status.canary.phase, 'Aborted');
+      assert.match(pay.status.canary.abortedBy ?? '', /^Release bad/);
+    }
   });
 
   it('one control for all: a wave waiting for a promote, a pause and a resume, and an abort during the pause between waves', async () => {
@@ -102,7 +121,7 @@ describe('Releases', () => {
     await control(client, 'abort', s.ns, 'south', 'bad latency');
     const rel = await waitRelease(s.ns, 'mixed', releasePhaseIs('RolledBack'), 'RolledBack');
     assert.equal(rel.status.failedApplication, 'south');
-    assert.match(rel.status.message, /canary 2\.0 of south Aborted/);
+    assert.match(rel.status.message, /^the canary 2\.0 of south was aborted by [^:]+: bad latency; every Application this release promoted/);
     await assertRunsStable(s.ns, 'north', 'registry.example/north:1.0');
     await assertRunsStable(s.ns, 'south', 'registry.example/south:1.0');
   });
@@ -111,6 +130,14 @@ describe('Releases', () => {
     await applyAsUser(releaseManifest(s.ns, 'ghost', { waves: [{ applications: [{ name: 'nosuchapp', canaryVersion: '2.0' }] }] }));
     const ghost = await waitRelease(s.ns, 'ghost', releasePhaseIs('Failed'), 'Failed');
     assert.match(ghost.status.message, /refused: Application nosuchapp does not exist/);
+    assert.equal(ghost.status.wave, undefined, 'no wave ran');
+    assert.deepEqual(ghost.status.applications.map((a: Json) => [a.name, a.phase]), [['nosuchapp', 'Refused']]);
+    // Its workflow is over; the Application made and the Release changed, a new run takes the new generation.
+    await applyAsUser(meshApp(s.ns, 'nosuchapp'));
+    await waitForPhase(s.ns, 'nosuchapp', 'Running');
+    await applyAsUser(releaseManifest(s.ns, 'ghost', { steps, waves: [{ applications: [{ name: 'nosuchapp', canaryVersion: '2.1' }] }] }));
+    const fixed = await waitRelease(s.ns, 'ghost', (r) => r.status?.observedGeneration === 2 && r.status.phase === 'Promoted', 'Promoted once fixed', 120_000);
+    assert.deepEqual(fixed.status.applications.map((a: Json) => [a.name, a.phase]), [['nosuchapp', 'Promoted']]);
 
     await applyAsUser(releaseManifest(s.ns, 'first', { steps: [{ setWeight: 10 }, { pause: {} }], waves: [{ applications: [{ name: 'taken', canaryVersion: '2.0' }] }] }));
     await waitForObject('taken claimed', () => getApp(s.ns, 'taken'), (a) => a?.metadata?.annotations?.[RELEASE_ANNOTATION] === 'first', 60_000);

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseApplication, type Application } from '../../api/application.ts';
-import { metricsSource, rolloutKey, rolloutPlan } from '../../reconcile/canary-plan.ts';
+import { metricsSource, rolloutKey, rolloutPlan, rolloutSpecState } from '../../reconcile/canary-plan.ts';
+import { changedSpecParts } from '../../reconcile/plan.ts';
+import { fingerprint } from '../../lib/json.ts';
 import type { PlanStep, RolloutPlan } from '../../reconcile/plan.ts';
 import { UID, clusterApp, withCanary } from '../fixtures/applications.ts';
 import type { JsonObject } from '../fixtures/spec-examples.ts';
@@ -24,7 +26,9 @@ const defaultGates = { minReadyReplicas: 1, maxRestarts: 3, intervalMs: 10_000, 
 
 describe('rolloutPlan', () => {
   test('seed form: set the weight, then wait for promote', () => {
-    assert.deepEqual(rolloutPlan(canaryApp({ weight: 20 })), {
+    const { specDigest: digest, ...plan } = rolloutPlan(canaryApp({ weight: 20 }))!;
+    assert.match(digest ?? '', /^steps=[0-9a-f]{8},analysis=[0-9a-f]{8},checks=[0-9a-f]{8},healthGates=[0-9a-f]{8},progressDeadline=[0-9a-f]{8}$/);
+    assert.deepEqual(plan, {
       key: 'v2|nginx:v2',
       version: 'v2',
       image: 'nginx:v2',
@@ -143,5 +147,44 @@ describe('the analysis reads the metrics of what routes the canary', () => {
   });
   test('a canary routed through the Gateway API without the mesh has a plan', () => {
     assert.equal(rolloutPlan(gatewayApp('generic'))?.version, 'v2');
+  });
+});
+
+describe('what a running rollout keeps to: the canary spec it started with', () => {
+  const running = (spec: JsonObject, status: JsonObject): Application => ({ ...canaryApp(spec), status: status });
+  const startedWith = rolloutPlan(canaryApp({ steps: [{ setWeight: 10 }, { pause: {} }] }))!;
+  const inFlight = { canary: { phase: 'Paused', version: 'v2', image: 'nginx:v2', specDigest: startedWith.specDigest ?? '' } };
+
+  test('fingerprint: the same for the same JSON whatever the order of keys, another for another value', () => {
+    assert.equal(fingerprint({ a: 1, b: [1, 2] }), fingerprint({ b: [1, 2], a: 1 }));
+    assert.notEqual(fingerprint({ a: 1 }), fingerprint({ a: 2 }));
+    assert.match(fingerprint(undefined), /^[0-9a-f]{8}$/);
+  });
+
+  test('an unchanged spec: the rollout runs with it', () => {
+    const app = running({ steps: [{ setWeight: 10 }, { pause: {} }] }, inFlight);
+    assert.deepEqual(rolloutSpecState(app, rolloutPlan(app)), { running: true, version: 'v2' });
+  });
+
+  test('steps and the analysis changed: both named, in spec order', () => {
+    const app = running({ steps: [{ setWeight: 30 }, { pause: {} }], analysis: { interval: '1m', metrics: [{ name: 'ok', query: 'vector(1)', thresholdRange: { min: 0 } }] } }, inFlight);
+    assert.deepEqual(rolloutSpecState(app, rolloutPlan(app)), { running: true, version: 'v2', deferred: ['steps', 'analysis'] });
+  });
+
+  test('no rollout of this canary in flight (over, another version, none): nothing to say', () => {
+    const app = (status: JsonObject) => running({ steps: [{ setWeight: 30 }] }, status);
+    const statuses: JsonObject[] = [{}, { canary: { ...inFlight.canary, phase: 'Promoted' } }, { canary: { ...inFlight.canary, version: 'v1' } }];
+    for (const status of statuses) {
+      assert.deepEqual(rolloutSpecState(app(status), rolloutPlan(app(status))), { running: false });
+    }
+  });
+
+  test('a rollout from before the digest (none in status) is taken as running with today\'s spec', () => {
+    const app = running({ steps: [{ setWeight: 30 }] }, { canary: { phase: 'Paused', version: 'v2', image: 'nginx:v2' } });
+    assert.deepEqual(rolloutSpecState(app, rolloutPlan(app)), { running: true, version: 'v2' });
+  });
+
+  test('changedSpecParts: a part present on one side only counts as changed', () => {
+    assert.deepEqual(changedSpecParts('steps=1,analysis=2', 'steps=1,analysis=3,checks=4'), ['analysis', 'checks']);
   });
 });

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { AppObservation } from '../../activities/release.ts';
 import { parseRelease } from '../../api/release.ts';
 import { releasePlan } from '../../reconcile/release-plan.ts';
-import { appPhase, promoted, reverted, rollbackOrder, stopped, waveOutcome, type Want } from '../../workflows/release/decide.ts';
+import { appPhase, canaryEnd, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from '../../workflows/release/decide.ts';
 import type { ReleaseAppState } from '../../workflows/contract.ts';
 
 const want = (name: string): Want => ({ name, canaryVersion: 'v2', image: `${name}:v2` });
@@ -23,7 +23,14 @@ describe('waveOutcome', () => {
   test('a Promoted status of another version does not count', () => assert.deepEqual(waveOutcome([want('a')], [obs('a', { phase: 'Promoted', version: 'v1', specImage: 'a:v2' })]), { kind: 'running' }));
   test('a rolled back canary fails the wave, naming it and why', () => {
     const out = waveOutcome([want('a'), want('b')], [obs('a', { phase: 'Paused' }), obs('b', { phase: 'RolledBack' })]);
-    assert.deepEqual(out, { kind: 'failed', app: 'b', reason: 'HealthGateFailed', message: 'canary v2 of b RolledBack: RolledBack msg' });
+    assert.deepEqual(out, { kind: 'failed', app: 'b', reason: 'HealthGateFailed', message: 'the canary v2 of b was rolled back: RolledBack msg' });
+  });
+  test('how a canary ended, said once: its own "rolled back:" and the tail of its message are not repeated', () => {
+    const ended = (phase: string, message?: string) => canaryEnd({ ...obs('a', { phase }), canary: { enabled: false, phase, ...(message !== undefined ? { message } : {}) } });
+    assert.equal(ended('RolledBack', 'rolled back: the health gate failed: 0/1 ready; all traffic on stable, canary removed'), 'rolled back: the health gate failed: 0/1 ready');
+    assert.equal(ended('Aborted', 'aborted by ana@ops: not today; all traffic on stable, canary removed'), 'aborted by ana@ops: not today');
+    assert.equal(ended('RolledBack', 'the rollout of v2 ended without finishing'), 'rolled back: the rollout of v2 ended without finishing');
+    assert.equal(ended('Aborted'), 'aborted');
   });
   test('an aborted canary fails it too', () => assert.equal(waveOutcome([want('a')], [obs('a', { phase: 'Aborted' })]).kind, 'failed'));
   test('a deleted Application fails it', () => assert.deepEqual(waveOutcome([want('a')], [{ name: 'a', exists: false, running: false }]),
@@ -33,6 +40,14 @@ describe('waveOutcome', () => {
     assert.equal(appPhase(obs('a', { phase: 'Promoted', specImage: 'a:v2' }), want('a')), 'Promoted');
     assert.equal(appPhase(obs('a', { phase: 'RolledBack' }), want('a')), 'Failed');
     assert.equal(promoted(obs('a', { phase: 'Promoted' }), want('a')), false, 'not until the spec says the new image');
+  });
+});
+
+describe('waveLabel', () => {
+  test('an unnamed wave is "wave N", a named one says its name once', () => {
+    assert.equal(waveLabel(0, { name: 'wave 1', apps: [] }), 'wave 1');
+    assert.equal(waveLabel(1, { name: 'eu', apps: [] }), 'wave 2 (eu)');
+    assert.equal(waveLabel(1, { name: 'wave 1', apps: [] }), 'wave 2 (wave 1)', 'a name that is another wave\'s number is kept');
   });
 });
 

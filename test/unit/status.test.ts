@@ -4,6 +4,7 @@ import { Phase, Reason } from '../../api/constants.ts';
 import {
   autoscaledCondition,
   canaryCondition,
+  canarySpecCondition,
   decideConditions,
   decidePhase,
   degradedEvent,
@@ -650,4 +651,15 @@ describe('degradedEvent: one Warning Event per cause, not one per pass', () => {
     { name: 'recovered: none', previous: degraded('True', 'ImagePullBackOff', 'm'), next: degraded('False', Reason.Reconciled, 'no problems'), event: null },
   ];
   for (const c of cases) test(c.name, () => assert.deepEqual(degradedEvent(c.previous, c.next, c.issue), c.event));
+});
+
+describe('canarySpecCondition', () => {
+  test('none between rollouts; True while one runs with this generation\'s spec; False with what changed under it', () => {
+    assert.equal(canarySpecCondition({ running: false }, 4), null);
+    const current = canarySpecCondition({ running: true, version: 'v2' }, 4)!;
+    assert.deepEqual([current.type, current.status, current.reason], ['CanarySpecApplied', 'True', 'RolloutSpecCurrent']);
+    const deferred = canarySpecCondition({ running: true, version: 'v2', deferred: ['steps', 'analysis'] }, 5)!;
+    assert.deepEqual([deferred.status, deferred.reason, deferred.observedGeneration], ['False', 'RolloutSpecDeferred', 5]);
+    assert.match(deferred.message, /^canary steps, analysis changed while the rollout of v2 runs \(generation 5\): it keeps the spec it started with; the change applies to the next rollout/);
+  });
 });

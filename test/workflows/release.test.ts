@@ -5,6 +5,7 @@ import type { WorkflowHandleWithSignaledRunId } from '@temporalio/client';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
+import { controlRelease } from '../../client/release.ts';
 import { eventually } from '../../lib/poll.ts';
 import type { releaseWorkflow } from '../../workflows/release/workflow.ts';
 import type { ReleasePlan } from '../../reconcile/wave-plan.ts';
@@ -42,8 +43,10 @@ const control = (run: Run, action: ControlAction, by = 'tester') => run.handle.e
 const started = (r: Recorder) => r.calls.filter((c) => c.name === 'startCanary').map((c) => c.input['app'] as string);
 const reverted = (r: Recorder) => r.calls.filter((c) => c.name === 'revertApplication').map((c) => c.input['app'] as string);
 
+/** Ends a scenario: a Release still running is terminated (one that finished has ended by itself); its history replays. */
 async function end(run: Run): Promise<void> {
-  await run.handle.terminate('scenario over');
+  const { status } = await run.handle.describe();
+  if (status.name === 'RUNNING') await run.handle.terminate('scenario over');
   await tier.replay(run.handle);
 }
 
@@ -69,7 +72,7 @@ describe('release workflow', { concurrency: true }, () => {
     const run = await start({ plan: plan([['a', 'b'], ['c', 'd']]), apps: { c: { outcome: 'fail', after: 3 }, d: { outcome: 'hang' } } });
     const s = await state(run, (x) => x.phase === 'RolledBack');
     assert.equal(s.failedApplication, 'c');
-    assert.match(s.message, /rolled back: canary v2 of c RolledBack/);
+    assert.match(s.message, /^the canary v2 of c was rolled back: /);
     assert.deepEqual(run.r.calls.filter((c) => c.name === 'stopCanary').map((c) => c.input['app']), ['d', 'c'], 'the rest of wave 2 stopped, and the failed canary switched off');
     assert.deepEqual(reverted(run.r), ['b', 'a'], 'wave 1 reverted in reverse order');
     assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}`), ['a:Reverted', 'b:Reverted', 'c:Failed', 'd:Stopped']);
@@ -112,15 +115,24 @@ describe('release workflow', { concurrency: true }, () => {
     await control(run, 'resume');
     await state(run, (x) => x.phase === 'Promoted');
     assert.deepEqual(started(run.r), ['a', 'b']);
-    await assert.rejects(control(run, 'abort'), (e: unknown) => e instanceof WorkflowUpdateFailedError && /nothing to abort/.test(e.cause?.message ?? ''));
+    // Over, its run has ended: the CLI's abort answers from it.
+    const { namespace } = await run.handle.query(releaseQuery);
+    assert.equal((await controlRelease(tier.client, 'abort', namespace, 'rel')).note, 'nothing to abort: the release is Promoted');
     await end(run);
   });
 
   it('a refused claim fails the release with the reason and touches nothing', async () => {
-    const run = await start({ plan: plan([['a']]), refuse: 'Application a already runs its own canary (v7, Paused): finish or abort it first' });
+    const run = await start({ plan: plan([['a'], ['b']]), refuse: 'Application a already runs its own canary (v7, Paused): finish or abort it first' });
     const s = await state(run, (x) => x.phase === 'Failed');
     assert.match(s.message, /refused: Application a already runs its own canary/);
     assert.equal(run.r.count('startCanary'), 0);
+    // Each Application says why it was not taken, none says Waiting for a wave that will never come.
+    assert.deepEqual(s.applications.map((a) => [a.name, a.phase, a.message]), [
+      ['a', 'Refused', 'Application a already runs its own canary (v7, Paused): finish or abort it first'],
+      ['b', 'Refused', 'not claimed: the Release was refused for another Application'],
+    ]);
+    assert.equal(s.wave, 0);
+    assert.equal(await run.handle.result(), 'Failed', 'and its run is over');
     await end(run);
   });
 
@@ -158,6 +170,41 @@ describe('release workflow', { concurrency: true }, () => {
     const s = await state(invalid, (x) => x.phase === 'Failed');
     assert.match(s.message, /the spec is invalid: spec.waves/);
     await Promise.all([end(done), end(invalid)]);
+  });
+
+  it('a finished Release holds no workflow open: its run ends with the outcome, and a change starts a new run for the next generation', async () => {
+    let generation = 1;
+    const run = await start({ read: () => ({ outcome: 'ready', uid: 'u', generation, plan: plan([['a']], { generation }) }) });
+    assert.equal(await run.handle.result(), 'Promoted', 'the run ends once its generation is promoted');
+    // The CLI still answers for a Release whose run is over, from that run.
+    const { namespace } = await run.handle.query(releaseQuery);
+    assert.deepEqual(await controlRelease(tier.client, 'abort', namespace, 'rel').then((r) => [r.accepted, r.note]), [false, 'nothing to abort: the release is Promoted']);
+    await assert.rejects(controlRelease(tier.client, 'promote', namespace, 'rel'), /promote rejected: the release is Promoted/);
+    // The watcher's signalWithStart on the next spec change starts a new run under the same id.
+    generation = 2;
+    const next = await tier.client.workflow.signalWithStart<typeof releaseWorkflow, [ChangeSignal]>(releaseWorkflowType, {
+      taskQueue: tier.taskQueue, workflowId: run.handle.workflowId, args: [{ namespace, name: 'rel', options: { pollSeconds: 0.2 } }],
+      signal: changedSignal, signalArgs: [{ reason: 'spec' }],
+    });
+    assert.notEqual(next.signaledRunId, run.handle.signaledRunId, 'a new run');
+    assert.equal(await next.result(), 'Promoted');
+    assert.equal(run.r.count('claimApplications'), 2, 'each generation ran once');
+    assert.equal((await next.query(releaseQuery)).generation, 2);
+    await tier.replay(run.handle);
+  });
+
+  it('a change signalled while a generation runs is read before the run ends', async () => {
+    let generation = 1;
+    const run = await start({ plan: plan([['a']]), apps: { a: { outcome: 'promote', after: 5 } }, read: () => ({ outcome: 'ready', uid: 'u', generation, plan: plan([['a']], { generation }) }) });
+    await state(run, (x) => x.wave === 1);
+    generation = 2;
+    await run.handle.signal(changedSignal, { reason: 'spec' });
+    // An Application's status moving is no change of the Release: it does not keep the run open.
+    await run.handle.signal(changedSignal, { reason: 'child-status' });
+    assert.equal(await run.handle.result(), 'Promoted');
+    assert.equal(run.r.count('readRelease'), 2, 'read again after the run, once');
+    assert.equal(run.r.count('claimApplications'), 2, 'and the new generation ran');
+    await tier.replay(run.handle);
   });
 
   it('continues as new while a wave waits and between waves, carrying everything; resume does not pass a wait for a promote', async () => {

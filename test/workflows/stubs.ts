@@ -228,7 +228,8 @@ export class Recorder {
         return this.script.release?.read?.(n) ?? { outcome: 'ready', uid: 'rel-uid', generation: 1, plan: this.script.release?.plan };
       case 'claimApplications': {
         const refused = this.script.release?.refuse;
-        if (refused) return { ok: false, message: refused };
+        // The first Application is the one refused; the rest were not claimed because of it.
+        if (refused) return { ok: false, message: refused, refused: [{ name: (input['apps'] as { name: string }[])[0]?.name ?? '', message: refused }] };
         return { ok: true, apps: (input['apps'] as { name: string; canaryVersion: string }[]).map((a) => ({ name: a.name, image: `${a.name}:${a.canaryVersion}`, previousImage: `${a.name}:old` })) };
       }
       case 'startCanary': {

@@ -4,6 +4,7 @@ import { RolloutPhase, isTerminal } from '../../api/constants.ts';
 import { ReleaseAppPhase } from '../../api/constants.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleaseAppState } from '../contract.ts';
+import type { WavePlan } from '../../reconcile/wave-plan.ts';
 
 /** What the Release wants of one Application: its canary version and the image it rolls out. */
 export interface Want {
@@ -41,10 +42,22 @@ export function waveOutcome(wants: Want[], observations: AppObservation[]): Wave
     const o = byName.get(want.name);
     if (!o?.exists) return { kind: 'failed', app: want.name, reason: 'ApplicationDeleted', message: `Application ${want.name} was deleted during its wave` };
     if (failed(o, want)) {
-      return { kind: 'failed', app: want.name, reason: o.canary?.reason ?? o.canary?.phase ?? 'CanaryFailed', message: `canary ${want.canaryVersion} of ${want.name} ${o.canary?.phase ?? 'failed'}: ${o.canary?.message ?? ''}` };
+      return { kind: 'failed', app: want.name, reason: o.canary?.reason ?? o.canary?.phase ?? 'CanaryFailed', message: `the canary ${want.canaryVersion} of ${want.name} was ${canaryEnd(o)}` };
     }
   }
   return wants.every((w) => promoted(byName.get(w.name)!, w)) ? { kind: 'promoted' } : { kind: 'running' };
+}
+
+/**
+ * How a canary ended, in words, without what its own message repeats: "rolled back: the health gate failed ...", "aborted
+ * by ana: not today" (its message "rolled back: X; all traffic on stable, canary removed" says the same twice).
+ */
+export function canaryEnd(o: AppObservation): string {
+  const verb = o.canary?.phase === RolloutPhase.Aborted ? 'aborted' : 'rolled back';
+  const message = o.canary?.message ?? '';
+  const said = /^(?:rolled back|aborted)((?: by [^:]*)?): (.*?)(?:; all traffic on stable, canary removed)?$/s.exec(message);
+  if (said) return `${verb}${said[1]}: ${said[2]}`;
+  return message ? `${verb}: ${message}` : verb;
 }
 
 /** The Applications the Release promoted, last first: the order a rollback goes in (last wave first, last app first). */
@@ -62,4 +75,9 @@ export function stopped(o: AppObservation, canaryVersion: string): boolean {
   if (!o.exists) return true;
   const ours = o.canary?.version === canaryVersion;
   return ours ? isTerminal(o.canary?.phase) : !o.canary?.enabled;
+}
+
+/** A wave in messages: "wave 2", or "wave 2 (eu)" when it has a name of its own. */
+export function waveLabel(i: number, wave: WavePlan): string {
+  return wave.name === `wave ${i + 1}` ? wave.name : `wave ${i + 1} (${wave.name})`;
 }

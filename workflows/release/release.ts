@@ -15,7 +15,7 @@ import {
   controlSignals, rolloutWorkflowId, type ControlAction, type ControlRequest, type ReleaseAppState, type ReleaseCarry, type ReleasePosition, type ReleaseState,
   type ReleaseWorkflowInput,
 } from '../contract.ts';
-import { appPhase, promoted, reverted, rollbackOrder, stopped, waveOutcome, type Want } from './decide.ts';
+import { appPhase, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from './decide.ts';
 import type { ReleasePlan, WavePlan } from '../../reconcile/wave-plan.ts';
 import type { releaseWorkflow } from './workflow.ts';
 
@@ -45,6 +45,7 @@ class Stop extends Error {
 
 type EventType = 'Normal' | 'Warning';
 
+
 export class ReleaseEntity {
   readonly state: ReleaseState;
   readonly pollMs: number;
@@ -53,8 +54,8 @@ export class ReleaseEntity {
   private promoteRequest: ControlRequest | undefined;
   /** Bumped by every control request and every change signal, so a waiting release wakes up and looks. */
   private wakes = 0;
-  /** The Release changed or is being deleted (the watcher said so). */
-  private changes = 0;
+  /** The Release changed or is being deleted (the watcher said so; an Application's status moving is no change of it). */
+  changes = 0;
   deleting = false;
   /** What status last said, so it is written only when it changes. */
   private written = new WrittenStatus();
@@ -95,7 +96,7 @@ export class ReleaseEntity {
 
   changed(reason: string): void {
     if (reason === 'deleted') this.deleting = true;
-    this.changes++;
+    if (reason !== 'child-status') this.changes++;
     this.wakes++;
   }
 
@@ -143,12 +144,6 @@ export class ReleaseEntity {
     return { ...this.state, applications: this.state.applications.map((a) => ({ ...a })) };
   }
 
-  /** Waits for the next change of the Release (a new generation, or its deletion). */
-  async waitForChange(): Promise<void> {
-    const seen = this.changes;
-    await condition(() => this.changes !== seen);
-  }
-
   // ---- the story ----
 
   /**
@@ -169,6 +164,11 @@ export class ReleaseEntity {
 
       const claim = await run(acts.claimApplications, `claim ${plan.waves.flatMap((w) => w.apps.map((a) => a.name)).join(', ')}`, { namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
       if (!claim.ok) {
+        // Nothing was claimed: each Application says why the Release could not take it (or that another's problem stopped it).
+        for (const a of this.state.applications) {
+          a.phase = ReleaseAppPhase.Refused;
+          a.message = claim.refused.find((r) => r.name === a.name)?.message ?? 'not claimed: the Release was refused for another Application';
+        }
         await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
         return;
       }
@@ -187,7 +187,7 @@ export class ReleaseEntity {
         const stage = i === from.wave ? from.stage : 'hold';
         if (stage === 'hold') {
           this.position = { at: 'wave', wave: i, stage: 'hold' };
-          await this.holdWhilePaused(`wave ${i + 1} (${wave.name})`);
+          await this.holdWhilePaused(waveLabel(i, wave));
           this.throwIfStopped();
           await this.startWave(i, wave);
         }
@@ -229,7 +229,7 @@ export class ReleaseEntity {
     this.state.wave = i + 1;
     this.promoteRequest = undefined;
     this.told.clear();
-    await this.publish(ReleasePhase.Progressing, `wave ${i + 1} (${wave.name}): starting the canaries of ${wave.apps.map((a) => a.name).join(', ')}`,
+    await this.publish(ReleasePhase.Progressing, `${waveLabel(i, wave)}: starting the canaries of ${wave.apps.map((a) => a.name).join(', ')}`,
       { reason: 'ReleaseWaveStarted', type: 'Normal' });
     for (const a of wave.apps) {
       await run(acts.startCanary, `wave ${i + 1}: start canary ${a.canaryVersion} of ${a.name}`, {
@@ -249,7 +249,7 @@ export class ReleaseEntity {
       await this.steerCanaries(wants, seen);
       const outcome = waveOutcome(wants, seen);
       if (outcome.kind === 'promoted') {
-        await this.publish(ReleasePhase.Progressing, `wave ${i + 1} (${wave.name}) promoted`, { reason: 'ReleaseWavePromoted', type: 'Normal' });
+        await this.publish(ReleasePhase.Progressing, `${waveLabel(i, wave)} promoted`, { reason: 'ReleaseWavePromoted', type: 'Normal' });
         return;
       }
       if (outcome.kind === 'failed') throw new Stop(ReleasePhase.RolledBack, outcome.message, outcome.app);
@@ -312,6 +312,13 @@ export class ReleaseEntity {
         { reason: aborted ? 'ReleaseAborting' : 'ReleaseRollingBack', type: 'Warning' });
     }
     const running = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Progressing);
+    // The running canaries are aborted by the Release, so their rollouts say who stopped them and why (switching the
+    // canary off in the spec, below, would read as an abort "by spec").
+    const by = `Release ${this.state.name}${aborted && this.abortRequest?.by ? ` (abort by ${this.abortRequest.by})` : ''}`;
+    for (const a of running) {
+      await getExternalWorkflowHandle(rolloutWorkflowId(this.state.namespace, a.name)).signal(controlSignals.abort, { by, reason: stop.message })
+        .catch((err: unknown) => log.info(`the canary of ${a.name} takes no abort (its rollout is over or not started): its spec stops it`, { err: String(err) }));
+    }
     // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
     const failed = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Failed);
     for (const a of [...running, ...failed]) {
@@ -327,14 +334,18 @@ export class ReleaseEntity {
     for (const a of rollbackOrder(this.state.applications)) {
       if (!a.image || !a.previousImage) continue;
       await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
-      await run(acts.revertApplication, `revert ${a.name} to ${a.previousImage}`, { namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage });
+      await run(acts.revertApplication, `revert ${a.name} to ${a.previousImage}`, {
+        namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage, release: this.state.name,
+        why: aborted ? `the Release was aborted${this.abortRequest?.by ? ` by ${this.abortRequest.by}` : ''}${stop.message === 'aborted' ? '' : `: ${stop.message}`}` : stop.message,
+      });
       await this.waitFor(`${a.name} to run ${a.previousImage} again`, [a.name], (o) => reverted(o, a.previousImage!));
       a.phase = ReleaseAppPhase.Reverted;
       a.message = `back to ${a.previousImage}`;
     }
     await this.letGo();
     const who = aborted && this.abortRequest?.by ? ` by ${this.abortRequest.by}` : '';
-    await this.publish(stop.phase, `${aborted ? `aborted${who}` : 'rolled back'}: ${stop.message}; every Application this release promoted runs its previous image again`,
+    // A rollback's cause already says what failed ("the canary v2 of b was rolled back: ..."); an abort says who.
+    await this.publish(stop.phase, `${aborted ? `aborted${who}: ` : ''}${stop.message}; every Application this release promoted runs its previous image again`,
       { reason: aborted ? 'ReleaseAborted' : 'ReleaseRolledBack', type: 'Warning' });
   }
 
@@ -366,7 +377,7 @@ export class ReleaseEntity {
   private waveMessage(i: number, wave: WavePlan): string {
     const apps = this.state.applications.filter((a) => a.wave === i + 1);
     const done = apps.filter((a) => a.phase === ReleaseAppPhase.Promoted).length;
-    return `wave ${i + 1} (${wave.name}): ${done}/${apps.length} promoted${this.state.pausedByUser ? ', paused by request' : ''}`;
+    return `${waveLabel(i, wave)}: ${done}/${apps.length} promoted${this.state.pausedByUser ? ', paused by request' : ''}`;
   }
 
   /** Waits (durably) until every named Application satisfies `done`, looking again at every wake or poll. */
@@ -441,7 +452,7 @@ export class ReleaseEntity {
       ...s.applications.map((a) => `- wave ${a.wave}: ${a.name} ${a.canaryVersion}: ${a.phase}${a.message ? ` — ${a.message}` : ''}`),
     ].filter(Boolean).join('\n\n'));
     const status = {
-      phase, wave: s.wave, waves: s.waves, message, observedGeneration: s.generation ?? null, failedApplication: s.failedApplication ?? null,
+      phase, wave: s.wave || null, waves: s.waves, message, observedGeneration: s.generation ?? null, failedApplication: s.failedApplication ?? null,
       applications: s.applications.map((a) => ({ ...a })),
     };
     if (!this.written.isNew(status) && !event) return;

@@ -14,8 +14,10 @@ const { readRelease, finalizeRelease } = proxyActivities<Activities>({
 
 /**
  * One workflow per Release: reads it, runs each generation of it once (the waves, and on a failure, an abort or a
- * deletion the rollback of the earlier waves, last first), then waits for the next change; on deletion it finishes
- * the compensation first and then releases the Release's finalizer. docs/architecture.md tells the path.
+ * deletion the rollback of the earlier waves, last first), and ends with its outcome once that generation is over;
+ * the watcher starts a new run when the Release changes or is being deleted (a change during a run is read before
+ * it ends). On deletion it finishes the compensation first and then releases the Release's finalizer.
+ * docs/architecture.md tells the path.
  */
 export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<string> {
   const release = new ReleaseEntity(input);
@@ -26,6 +28,7 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
   // A run that continued as new in the middle of a generation takes it up where the last run left it.
   let taken = release.carriedPlan;
   for (;;) {
+    const seen = release.changes;
     if (taken) {
       await release.run(taken);
       taken = undefined;
@@ -54,6 +57,8 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
       const { carried: _c, ...fresh } = input;
       return continueAsNew<typeof releaseWorkflow>(fresh);
     }
-    await release.waitForChange();
+    // Over: a finished Release holds no workflow open. The watcher starts a new run when it changes; a change signalled
+    // while this one ran (or in this very task) is read first.
+    if (release.changes === seen) return release.state.phase;
   }
 }

@@ -865,6 +865,7 @@ export class Rollout {
         ...(s.routing ? { routing: s.routing } : {}),
         ...(s.analysis ? { analysis: s.analysis.verdicts } : {}),
         ...(s.checks ? { checks: s.checks } : {}),
+        ...(this.plan.specDigest ? { specDigest: this.plan.specDigest } : {}),
       },
     };
   }
