@@ -30,8 +30,12 @@ const kwokStageFiles = [
   'pod/general/pod-delete.yaml',
 ];
 
-/** Components built only when asked for, by name: `stack build --with data-plane`, `up --data-plane`, the test runner. */
-export const optionalGroups = ['data-plane'] as const;
+/**
+ * Components built only when asked for, by name: the data plane (`up --data-plane`), Prometheus (`metrics`: `stack
+ * up` and the test runner build it; the demo builds it after its app runs) and helm (`stack build`, the test runner).
+ * Without them the stack runs the control plane and Temporal, which is all the demo waits for.
+ */
+export const optionalGroups = ['data-plane', 'metrics', 'helm'] as const;
 export type OptionalGroup = (typeof optionalGroups)[number];
 
 interface Component {
@@ -39,12 +43,15 @@ interface Component {
   outputs: string[];
   /** Left out unless its group is asked for. */
   group?: OptionalGroup;
+  /** How long a build from an empty cache took on a 2-core machine, for the estimate before the first build here. */
+  typicalSeconds: number;
   build(log: Logger): Promise<void>;
 }
 
 type Logger = (chunk: string) => void;
 
-async function exists(path: string): Promise<boolean> {
+/** Whether a file is there. */
+export async function exists(path: string): Promise<boolean> {
   try {
     await access(path);
     return true;
@@ -123,6 +130,7 @@ function components(): Component[] {
   return [
     {
       name: `temporal CLI ${versions.temporalCli} (dev server + UI)`,
+      typicalSeconds: 343,
       outputs: [paths.temporal],
       async build(log) {
         await goInstall(`github.com/temporalio/cli/cmd/temporal@${versions.temporalCli}`, dirname(paths.temporal), '', log);
@@ -130,6 +138,7 @@ function components(): Component[] {
     },
     {
       name: `etcd ${versions.etcd}`,
+      typicalSeconds: 53,
       outputs: [paths.etcd],
       async build(log) {
         const src = join(root, 'src', `etcd-${versions.etcd}`);
@@ -143,6 +152,7 @@ function components(): Component[] {
     },
     {
       name: `kwok ${versions.kwok} and its stages`,
+      typicalSeconds: 149,
       outputs: [paths.kwok, ...kwokStageFiles.map((f) => join(paths.kwokStages, f.replaceAll('/', '_')))],
       async build(log) {
         const out = dirname(paths.kwok);
@@ -159,6 +169,7 @@ function components(): Component[] {
     },
     {
       name: `Istio networking CRDs from istio.io/api ${versions.istioApi}`,
+      typicalSeconds: 10,
       outputs: [paths.istioCrds],
       async build(log) {
         const dir = await moduleDir('istio.io/api', versions.istioApi, log);
@@ -171,6 +182,7 @@ function components(): Component[] {
     },
     {
       name: `kubernetes ${versions.kubernetes} (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl)`,
+      typicalSeconds: 480,
       outputs: [paths.kubeApiserver, paths.kubeControllerManager, paths.kubeScheduler, paths.kubectl],
       async build(log) {
         const src = join(root, 'src', `kubernetes-${versions.kubernetes}`);
@@ -203,6 +215,8 @@ function components(): Component[] {
     },
     {
       name: `prometheus ${versions.prometheus} (Prometheus ${prometheusRelease()})`,
+      typicalSeconds: 494,
+      group: 'metrics',
       outputs: [paths.prometheus],
       async build(log) {
         // A module build has no release ldflags; without this the binary and /api/v1/status/buildinfo report no version.
@@ -212,6 +226,8 @@ function components(): Component[] {
     },
     {
       name: `helm ${versions.helm}`,
+      typicalSeconds: 131,
+      group: 'helm',
       outputs: [paths.helm],
       async build(log) {
         // Helm's source says only "v4.3"; its release build sets the full version the same way.
@@ -221,6 +237,7 @@ function components(): Component[] {
     },
     {
       name: `traefik ${versions.traefik} (the data plane's proxy, Kubernetes Gateway provider)`,
+      typicalSeconds: 780,
       outputs: [paths.traefik],
       group: 'data-plane',
       async build(log) {
@@ -246,6 +263,7 @@ function components(): Component[] {
     },
     {
       name: `traefik-crds ${versions.traefik} (Traefik's CRDs: TraefikService and the rest of traefik.io)`,
+      typicalSeconds: 10,
       outputs: [paths.traefikCrds],
       group: 'data-plane',
       async build(log) {
@@ -260,6 +278,7 @@ function components(): Component[] {
     },
     {
       name: `Gateway API standard-channel CRDs from sigs.k8s.io/gateway-api ${versions.gatewayApi}`,
+      typicalSeconds: 10,
       outputs: [paths.gatewayApiCrds],
       group: 'data-plane',
       async build(log) {
@@ -282,32 +301,61 @@ function wanted(groups: readonly OptionalGroup[] = []): Component[] {
   return components().filter((c) => !c.group || groups.includes(c.group));
 }
 
-/** Builds every missing stack component into the cache, printing progress and timings; throws naming the one that failed. */
-export async function buildAll(opts: { force?: boolean; with?: readonly OptionalGroup[]; print?: (line: string) => void } = {}): Promise<void> {
+/** Each component's last build time here (seconds, by the first word of its name), for the next estimate. */
+const buildTimesFile = (root: string) => join(root, 'logs', 'build-times.json');
+
+async function readBuildTimes(root: string): Promise<Record<string, number>> {
+  return JSON.parse(await readFile(buildTimesFile(root), 'utf8').catch(() => '{}')) as Record<string, number>;
+}
+
+const keyOf = (c: Component) => c.name.split(' ')[0]!.toLowerCase();
+const minutes = (seconds: number) => (seconds < 90 ? `${Math.round(seconds)} s` : `${Math.round(seconds / 60)} min`);
+
+/**
+ * Builds every missing stack component into the cache, two at a time (a Go build leaves a core idle while it
+ * downloads modules and links), printing each with an estimate from its last build here (else from a typical
+ * 2-core machine) and its time; throws naming the first that failed once the others in flight are done.
+ */
+export async function buildAll(opts: { force?: boolean; with?: readonly OptionalGroup[]; print?: (line: string) => void; concurrency?: number } = {}): Promise<void> {
   const print = opts.print ?? ((line: string) => console.log(line));
   const root = cacheRoot();
   await mkdir(join(root, 'logs'), { recursive: true });
   const started = Date.now();
+  const times = await readBuildTimes(root);
+  const todo: Component[] = [];
   for (const c of wanted(opts.with)) {
     const present = (await Promise.all(c.outputs.map(exists))).every(Boolean);
-    if (present && !opts.force) {
-      print(`  cached   ${c.name}`);
-      continue;
-    }
-    const logFile = join(root, 'logs', `build-${c.name.split(' ')[0]!.toLowerCase()}.log`);
-    const stream = createWriteStream(logFile);
-    print(`  building ${c.name} (log: ${logFile})`);
-    const t0 = Date.now();
-    try {
-      await c.build((chunk) => stream.write(chunk));
-    } catch (err) {
-      stream.end();
-      const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-25).join('\n');
-      throw new Error(`building ${c.name} failed: ${(err as Error).message}\n--- last lines of ${logFile} ---\n${tail}`, { cause: err });
-    }
-    stream.end();
-    print(`  built    ${c.name} in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+    if (present && !opts.force) print(`  cached   ${c.name}`);
+    else todo.push(c);
   }
+  const estimate = (c: Component) => times[keyOf(c)] ?? c.typicalSeconds;
+  if (todo.length) print(`  ${todo.length} to build, about ${minutes(todo.reduce((n, c) => n + estimate(c), 0) / 2)} two at a time (estimates from earlier builds here, else a typical 2-core machine)`);
+  // The longest first, so the two lanes end together.
+  const queue = [...todo].sort((a, b) => estimate(b) - estimate(a));
+  const failures: Error[] = [];
+  const lane = async () => {
+    for (let c = queue.shift(); c && failures.length === 0; c = queue.shift()) {
+      const logFile = join(root, 'logs', `build-${keyOf(c)}.log`);
+      const stream = createWriteStream(logFile);
+      print(`  building ${c.name} (about ${minutes(estimate(c))}; log: ${logFile})`);
+      const t0 = Date.now();
+      try {
+        await c.build((chunk) => stream.write(chunk));
+      } catch (err) {
+        stream.end();
+        const tail = (await readFile(logFile, 'utf8').catch(() => '')).split('\n').slice(-25).join('\n');
+        failures.push(new Error(`building ${c.name} failed: ${(err as Error).message}\n--- last lines of ${logFile} ---\n${tail}`, { cause: err }));
+        return;
+      }
+      stream.end();
+      const seconds = (Date.now() - t0) / 1000;
+      times[keyOf(c)] = Math.round(seconds);
+      await writeFile(buildTimesFile(root), JSON.stringify(times, null, 2));
+      print(`  built    ${c.name} in ${seconds.toFixed(0)} s`);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, opts.concurrency ?? 2) }, lane));
+  if (failures[0]) throw failures[0];
   print(`stack build done in ${((Date.now() - started) / 1000).toFixed(0)} s; cache: ${root}`);
 }
 

@@ -24,9 +24,9 @@ function groupOption(value: string, previous: OptionalGroup[]): OptionalGroup[] 
 program.command('build')
   .description('build every server from its Go module into the cache (reuses what is cached)')
   .option('--force', 'rebuild even what is cached')
-  .option('--with <group>', `also build an optional group (${optionalGroups.join(', ')}: Traefik and the Gateway API CRDs); repeatable`, groupOption, [])
+  .option('--with <group>', 'also build the data plane (data-plane: Traefik and the Gateway API CRDs); repeatable', groupOption, [])
   .action(async (o: { force?: boolean; with: OptionalGroup[] }) => {
-    await buildAll({ force: o.force ?? false, with: o.with });
+    await buildAll({ force: o.force ?? false, with: ['metrics', 'helm', ...o.with] });
   });
 
 program.command('up')
@@ -38,7 +38,7 @@ program.command('up')
   .option('--data-plane', 'create the stack with its data plane: Traefik serving a Gateway, and pods that answer HTTP (builds Traefik once, ~13 CPU-minutes)')
   .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number; codecEndpoint?: string; dataPlane?: boolean }) => {
     const existing = await readStack(stateDir());
-    await buildAll({ with: o.dataPlane || existing?.dataPlane ? ['data-plane'] : [] });
+    await buildAll({ with: ['metrics', ...(o.dataPlane || existing?.dataPlane ? ['data-plane' as const] : [])] });
     const info = await up({
       stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs, dataPlane: o.dataPlane ?? false,
       ...(o.codecEndpoint !== undefined ? { codecEndpoint: o.codecEndpoint } : {}),

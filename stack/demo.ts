@@ -4,7 +4,7 @@ import { openSync, closeSync } from 'node:fs';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { buildAll } from './build.ts';
+import { buildAll, exists } from './build.ts';
 import { isAlive, isOurs, stopPid } from './processes.ts';
 import { withRuntimeEnv } from '../operator/runtime.ts';
 import { addScrapeTarget, envLines, kubectl, up, type StackInfo } from './stack.ts';
@@ -50,8 +50,13 @@ export async function stopDemoOperator(stateDir: string): Promise<void> {
   if (pid) await stopPid(pid, nodeBin);
 }
 
-/** Runs the whole demo and prints where to look. */
+/**
+ * Runs the whole demo and prints where to look. On a fresh machine it builds only what the app needs to run (the
+ * control plane, kwok and Temporal), runs it, and builds Prometheus (for the operator's metrics) afterwards.
+ */
 export async function demo(stateDir: string): Promise<void> {
+  const t0 = Date.now();
+  const since = () => `${Math.round((Date.now() - t0) / 1000)} s`;
   await buildAll();
   const info = await up({ stateDir });
   const op = await startOperator(info);
@@ -69,5 +74,12 @@ export async function demo(stateDir: string): Promise<void> {
   console.log(await kubectl(info, ['get', 'application', 'demo-app', '-o', 'wide']));
   console.log(await kubectl(info, ['get', 'deployment,service,hpa,virtualservice,destinationrule', '-l', 'app.kubernetes.io/name=demo-app']));
   const wf = (await kubectl(info, ['get', 'application', 'demo-app', '-o', 'jsonpath={.status.temporalUI}'])).trim();
-  console.log(`Temporal UI: ${info.temporalUiUrl}\nThis app's workflow: ${wf}\nOperator metrics in Prometheus: ${info.prometheusUrl} (job="application-operator")\n\nTo use kubectl and the CLI against the stack:\n${envLines(info)}\n\nStop everything: npm run stack -- down`);
+  console.log(`demo-app is Running, ${since()} after the demo started.\nTemporal UI: ${info.temporalUiUrl}\nThis app's workflow: ${wf}\n\nTo use kubectl and the CLI against the stack:\n${envLines(info)}\n`);
+  // Prometheus last: the operator's metrics are worth having, not worth waiting for before the first app runs.
+  if (!(await exists(info.servers.prometheus.command))) {
+    console.log('Now building Prometheus for the operator\'s metrics (Ctrl-C leaves the demo running without it; `npm run stack -- up` adds it later)...');
+    await buildAll({ with: ['metrics'] });
+    await up({ stateDir });
+  }
+  console.log(`Operator metrics in Prometheus: ${info.prometheusUrl} (job="application-operator")\n\nStop everything: npm run stack -- down`);
 }

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { parseAllDocuments, stringify } from 'yaml';
 import { searchAttributeFlags } from '../workflows/search-attributes.ts';
-import { assertBuilt } from './build.ts';
+import { assertBuilt, exists as fileExists } from './build.ts';
 import { addDataPlane, assertDataPlaneChoice, dataPlaneEnvLines, ensurePodNetwork, nodePodCapacity, startDataPlane, stopDataPlane, type DataPlaneInfo } from './dataplane.ts';
 import { podsPerNodeDefault } from './pod-cidr.ts';
 import { ensurePki, type Pki } from './pki.ts';
@@ -610,7 +610,14 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   const signal = opts.signal;
   // The pod network comes first: the proxy must never run while pod addresses are unrouted.
   await ensurePodNetwork(info, print);
-  for (const name of serverNames) await startServer(info, name, print, signal);
+  for (const name of serverNames) {
+    // The demo starts before Prometheus is built (it builds it after its app runs); up adds it once it is.
+    if (name === 'prometheus' && !(await fileExists(info.servers.prometheus.command))) {
+      print(`  prometheus: not built yet, left out (npm run stack -- build; then up starts it)`);
+      continue;
+    }
+    await startServer(info, name, print, signal);
+  }
 
   const nodes = opts.nodes ?? 2;
   const podsPerNode = info.dataPlane ? nodePodCapacity(info.dataPlane, nodes) : podsPerNodeDefault;

@@ -55,7 +55,7 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     print(`reusing the stack in ${opts.reuse}`);
     info = found;
   } else {
-    await buildAll({ print, with: opts.dataPlane ? ['data-plane'] : [] });
+    await buildAll({ print, with: ['metrics', 'helm', ...(opts.dataPlane ? ['data-plane' as const] : [])] });
     const stateDir = await mkdtemp(join(tmpdir(), `${opts.prefix}-`));
     print(`starting a stack for this run in ${stateDir}`);
     opts.onStateDir?.(stateDir);

@@ -52,6 +52,10 @@ describe('canary rollouts', () => {
     // The promote switched the spec's canary off; the Application's workflow must take that in its stride.
     const parent = await client.workflow.getHandle(applicationWorkflowId(s.ns, 'seed')).describe();
     assert.equal(parent.status.name, 'RUNNING');
+    // Nobody touched its routes: no repair, nor a drift repair of the children (the Application's pass and the
+    // rollout's first route once raced, and every rollout began by "repairing" a 0% route).
+    const repairs = (await eventsOf(s.ns, done.metadata.uid)).filter((e) => e.reason === 'CanaryRepaired' || e.reason === 'DriftRepaired');
+    assert.deepEqual(repairs.map((e) => e.note), []);
   });
 
   it('abort restores all traffic to stable (read back), removes the canary, says who, and does not restart', async () => {

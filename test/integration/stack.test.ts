@@ -4,8 +4,11 @@ import { execFile } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
-import { unreadyImage } from '../../stack/stack.ts';
-import { artifactPaths, versions } from '../../stack/versions.ts';
+import { mkdtemp, readdir, rm, symlink } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { down, status, unreadyImage, up } from '../../stack/stack.ts';
+import { artifactPaths, cacheRoot, versions } from '../../stack/versions.ts';
 import { kube, kubeJson, testNamespace } from '../../testkit/apps.ts';
 import { eventually } from '../../lib/poll.ts';
 
@@ -88,5 +91,37 @@ describe('cached client tools', () => {
     const [version, goVersion] = stdout.trim().split(' ');
     assert.equal(version, versions.helm);
     assert.match(goVersion ?? '', /^go1\./);
+  });
+});
+
+describe('a stack before Prometheus is built (the demo\'s first run)', () => {
+  it('comes up without Prometheus and says so; up starts it once it is built', async () => {
+    // A cache with every artifact but Prometheus's: what the demo has when its app first runs on a fresh machine.
+    const real = cacheRoot();
+    const cache = await mkdtemp(join(tmpdir(), 'cache-'));
+    const stateDir = await mkdtemp(join(tmpdir(), 'noprom-'));
+    for (const entry of await readdir(real)) if (!entry.startsWith('prometheus-')) await symlink(join(real, entry), join(cache, entry));
+    const saved = process.env['APPLICATION_OPERATOR_CACHE'];
+    process.env['APPLICATION_OPERATOR_CACHE'] = cache;
+    const said: string[] = [];
+    try {
+      await up({ stateDir, ports: 'free', headless: true, nodes: 1, print: (l) => said.push(l) });
+      assert.ok(said.some((l) => /prometheus: not built yet, left out/.test(l)), said.join('\n'));
+      const rows = (await status(stateDir))!;
+      const state = (name: string) => rows.find((r) => r.name === name)?.state;
+      assert.equal(state('kube-apiserver'), 'up');
+      assert.equal(state('temporal'), 'up');
+      assert.notEqual(state('prometheus'), 'up');
+      // Built meanwhile (here: the real cache's): the next up starts it.
+      const prometheus = (await readdir(real)).find((e) => e.startsWith('prometheus-'))!;
+      await symlink(join(real, prometheus), join(cache, prometheus));
+      const info = await up({ stateDir, headless: true, nodes: 1, print: () => undefined });
+      assert.equal((await fetch(`${info.prometheusUrl}/-/ready`)).status, 200);
+    } finally {
+      if (saved === undefined) delete process.env['APPLICATION_OPERATOR_CACHE'];
+      else process.env['APPLICATION_OPERATOR_CACHE'] = saved;
+      await down(stateDir, { purge: true });
+      await rm(cache, { recursive: true, force: true });
+    }
   });
 });
