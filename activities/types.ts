@@ -75,6 +75,8 @@ export interface RouterRef {
 export interface RouteInput extends CanaryRef, RouterRef {
   version: string;
   route: CanaryRoute;
+  /** The trace of the step that routes (with tracing on): the history names it beside the route. */
+  traceId?: string;
 }
 
 /** removeCanary: the rollout's router and version (absent in rollouts started before they were passed: today's spec's). */

@@ -267,8 +267,9 @@ export async function tellRun(events: HistoryEvent[], decode: Decode): Promise<{
           if (line !== lastPhase) add(e, { kind: 'phase', phase, text: line });
           lastPhase = line;
         } else if (call.type === 'setCanaryRoute') {
-          const line = describeRouted((call.input as RouteInput).route);
-          if (line !== lastRoute) add(e, { kind: 'route', text: line });
+          const input = call.input as RouteInput;
+          const line = describeRouted(input.route);
+          if (line !== lastRoute) add(e, { kind: 'route', text: `${line}${input.traceId ? ` (trace ${input.traceId})` : ''}` });
           lastRoute = line;
         } else if (call.type === 'queryMetrics') {
           await analysisLines(e, done?.result?.payloads);

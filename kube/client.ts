@@ -1,3 +1,5 @@
+import { context, propagation, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { tracer } from '../lib/trace.ts';
 import { Agent as HttpsAgent, request as httpsRequest, type RequestOptions } from 'node:https';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import type { KubeCredentials } from './config.ts';
@@ -52,6 +54,8 @@ interface RequestOpts {
   query?: Record<string, string>;
   allowNotFound?: boolean;
   timeoutMs?: number;
+  /** Extra headers (the trace context). */
+  headers?: Record<string, string>;
 }
 
 type TlsMaterial = Pick<RequestOptions, 'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'servername' | 'rejectUnauthorized'>;
@@ -138,8 +142,30 @@ export class Kube {
     return { agent, tls, headers, ...(opts.auth ? { auth: opts.auth } : {}) };
   }
 
-  /** Sends one request; resolves to the parsed body, or null for 404 when allowNotFound. */
+  /**
+   * Sends one request; resolves to the parsed body, or null for 404 when allowNotFound. Inside a traced piece of work
+   * (an activity, with tracing on) the request is a client span of its own and carries `traceparent`, so the API
+   * server's spans join the trace; elsewhere (the watcher's lists) it is sent as it is.
+   */
   async request<T>(method: string, path: string, opts: RequestOpts = {}): Promise<T | null> {
+    if (!trace.getActiveSpan()) return this.exchange<T>(method, path, opts);
+    const name = `${method} ${path.split('?')[0]!}`;
+    return tracer().startActiveSpan(name, { kind: SpanKind.CLIENT, attributes: { 'http.request.method': method, 'url.path': path } }, async (span) => {
+      const headers: Record<string, string> = {};
+      propagation.inject(context.active(), headers);
+      try {
+        return await this.exchange<T>(method, path, { ...opts, headers: { ...opts.headers, ...headers } });
+      } catch (err) {
+        if (err instanceof KubeError) span.setAttribute('http.response.status_code', err.status);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+        throw err;
+      } finally {
+        span.end();
+      }
+    });
+  }
+
+  private async exchange<T>(method: string, path: string, opts: RequestOpts): Promise<T | null> {
     const res = await this.open(method, path, opts);
     if (!res) return null;
     const text = await readBody(res);
@@ -203,6 +229,7 @@ export class Kube {
         ...(t.auth ? { auth: t.auth } : {}),
         headers: {
           ...t.headers,
+          ...opts.headers,
           Accept: opts.accept ?? 'application/json',
           ...(payload !== undefined ? { 'Content-Type': opts.contentType ?? 'application/json', 'Content-Length': Buffer.byteLength(payload) } : {}),
         },

@@ -55,6 +55,8 @@ export interface OperatorConfig {
   checkAllowedHosts: HostPattern[];
   /** The operator's default receiver of every rollout's notifications (--notify-url, --notify-format). */
   notifyDefault?: PlanNotification;
+  /** An OTLP/HTTP endpoint for traces (else the OTEL_* variables decide; operator/tracing.ts). */
+  otlpEndpoint?: string;
 }
 
 const int = (v: string) => {
@@ -116,7 +118,8 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--prometheus-address <url>', 'Prometheus that canary analysis queries (an Application may name its own in analysis.prometheusAddress)').env('PROMETHEUS_ADDRESS'))
     .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port, or a CIDR range such as 10.0.0.0/8) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''))
     .addOption(new Option('--notify-url <url>', 'where every rollout\'s notifications also go (an Application adds its own in spec.notifications); --check-allowed-hosts applies').env('NOTIFY_URL'))
-    .addOption(new Option('--notify-format <format>', 'what --notify-url receives: json, slack or teams').env('NOTIFY_FORMAT').choices(NOTIFICATION_FORMATS).default('json'));
+    .addOption(new Option('--notify-format <format>', 'what --notify-url receives: json, slack or teams').env('NOTIFY_FORMAT').choices(NOTIFICATION_FORMATS).default('json'))
+    .addOption(new Option('--otlp-endpoint <url>', 'send traces over OTLP/HTTP to this base URL (e.g. http://jaeger:4318); the OTEL_* variables work too (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED...); off when neither is set'));
 }
 
 /** The payload codec's key file option, shared by every command that encrypts or decrypts payloads. */
@@ -173,7 +176,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     if (!/^https?:\/\/[^/\s]+(\/[^\s]*)?$/.test(notifyUrl)) throw new Error(`--notify-url must be an http or https URL: ${notifyUrl}`);
     cfg.notifyDefault = { name: 'operator-default', url: notifyUrl, format: (str('notifyFormat') ?? 'json') as NotificationFormat };
   }
-  for (const k of ['temporalUiUrl', 'workflowBundle', 'prometheusAddress'] as const) {
+  for (const k of ['temporalUiUrl', 'workflowBundle', 'prometheusAddress', 'otlpEndpoint'] as const) {
     const v = str(k);
     if (v) cfg[k] = v;
   }

@@ -16,6 +16,7 @@ import { createMetrics } from './metrics.ts';
 import { startHttpServer } from './server.ts';
 import { electorFor, runWhileLeader } from './leader.ts';
 import { connectClient, connectWorker, dataConverterFor } from './temporal.ts';
+import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
 import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
 
@@ -149,12 +150,19 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     log.warn({ want: runtimeEnv }, 'started without the memory settings the container image uses (NODE_OPTIONS, MALLOC_ARENA_MAX): expect a higher peak memory than docs/benchmark.md reports');
   }
   const metrics = createMetrics();
+  // Tracing first, so every span of start-up on has a provider; off unless configured (operator/tracing.ts).
+  const tracingCfg = tracingConfig(process.env, cfg.otlpEndpoint);
+  const tracing = tracingCfg ? startTracing(tracingCfg) : undefined;
+  if (tracing) log.info({ service: tracingCfg!.serviceName, endpoint: cfg.otlpEndpoint ?? process.env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] ?? process.env['OTEL_EXPORTER_OTLP_ENDPOINT'] ?? 'default' }, 'tracing on: OTLP/HTTP');
+  const clientInterceptors = tracing ? { workflow: [tracing.clientInterceptor] } : undefined;
   const kc = await loadKubeConfig(cfg);
   const apiServer = kc.getCurrentCluster()?.server ?? '?';
   // One client (one connection pool) for the activities, the watcher and leader election.
   const kube = new Kube(kc);
   /** What to undo at stop, in the order it was started (stopped in reverse). */
   const started: { what: string; stop: () => Promise<void> }[] = [];
+  // Stopped last: the spans of stopping are flushed too.
+  if (tracing) started.push({ what: 'tracing (flushing spans)', stop: () => tracing.shutdown() });
   let watcher: Watcher | undefined;
   let worker: Worker | undefined;
   /** What start-up still waits for (Temporal unreachable...), for /readyz. */
@@ -235,7 +243,8 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
         ...(cfg.notifyDefault ? { notifyDefault: cfg.notifyDefault } : {}),
       });
-      const workflowSource = cfg.workflowBundle
+      // A prebuilt bundle has no tracing interceptors in it: with tracing on, the workflows are bundled at start with them.
+      const workflowSource = cfg.workflowBundle && !tracing
         ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }
         : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)) };
       const w = await Worker.create({
@@ -245,6 +254,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         dataConverter: await dataConverterFor(cfg),
         maxCachedWorkflows: cfg.maxCachedWorkflows,
         shutdownGraceTime: '10s',
+        ...(tracing ? { plugins: [tracing.plugin] } : {}),
       }).catch(async (err: unknown) => {
         await connection.close();
         throw err;
@@ -269,7 +279,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     }
 
     const startWatcher = async (): Promise<() => Promise<void>> => {
-      const { client, connection } = await retrying('watcher', () => connectClient(cfg), closeClient);
+      const { client, connection } = await retrying('watcher', () => connectClient(cfg, clientInterceptors), closeClient);
       const wt = new Watcher({
         kube, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
         coalesceMs: cfg.coalesceMs,

@@ -1,4 +1,4 @@
-import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
+import { Client, Connection, type ClientOptions, type ConnectionOptions } from '@temporalio/client';
 import type { DataConverter } from '@temporalio/common';
 import { NativeConnection, type NativeConnectionOptions } from '@temporalio/worker';
 import { readFile } from 'node:fs/promises';
@@ -19,14 +19,14 @@ async function tlsOptions(cfg: ClientConfig): Promise<TlsOptions> {
 }
 
 /** A client connection to Temporal with the configured TLS / API key. */
-export async function connectClient(cfg: ClientConfig): Promise<{ client: Client; connection: Connection }> {
+export async function connectClient(cfg: ClientConfig, interceptors?: ClientOptions['interceptors']): Promise<{ client: Client; connection: Connection }> {
   const tls = await tlsOptions(cfg);
   const connection = await Connection.connect({
     address: cfg.temporalAddress,
     ...(tls ? { tls } : {}),
     ...(cfg.temporalApiKey ? { apiKey: cfg.temporalApiKey } : {}),
   });
-  return { client: new Client({ connection, namespace: cfg.temporalNamespace, dataConverter: await dataConverterFor(cfg) }), connection };
+  return { client: new Client({ connection, namespace: cfg.temporalNamespace, dataConverter: await dataConverterFor(cfg), ...(interceptors ? { interceptors } : {}) }), connection };
 }
 
 /**

@@ -35,7 +35,7 @@ const kwokStageFiles = [
  * up` and the test runner build it; the demo builds it after its app runs) and helm (`stack build`, the test runner).
  * Without them the stack runs the control plane and Temporal, which is all the demo waits for.
  */
-export const optionalGroups = ['data-plane', 'metrics', 'helm'] as const;
+export const optionalGroups = ['data-plane', 'metrics', 'helm', 'tracing'] as const;
 export type OptionalGroup = (typeof optionalGroups)[number];
 
 interface Component {
@@ -277,6 +277,28 @@ function components(): Component[] {
       },
     },
     {
+      name: `jaeger ${versions.jaeger} (the trace backend: OTLP in, traces in memory, the query API)`,
+      outputs: [paths.jaeger],
+      typicalSeconds: 300,
+      group: 'tracing',
+      async build(log) {
+        // Jaeger is a program in a module of many: a wrapper module takes it as a tool (go get -tool), then builds it.
+        const src = join(root, 'src', `jaeger-${versions.jaeger}`);
+        await rm(src, { recursive: true, force: true });
+        await mkdir(src, { recursive: true });
+        await writeFile(join(src, 'go.mod'), 'module local/jaeger-build\n\ngo 1.25\n');
+        const pkg = 'github.com/jaegertracing/jaeger/cmd/jaeger';
+        await run('go', ['get', '-tool', `${pkg}@${versions.jaeger}`], { cwd: src }, log);
+        const out = dirname(paths.jaeger);
+        const staging = `${out}.tmp`;
+        await rm(staging, { recursive: true, force: true });
+        await mkdir(staging, { recursive: true });
+        await run('go', ['build', '-ldflags', '-s -w', '-o', join(staging, 'jaeger'), pkg], { cwd: src }, log);
+        await rm(out, { recursive: true, force: true });
+        await rename(staging, out);
+      },
+    },
+    {
       name: `Gateway API standard-channel CRDs from sigs.k8s.io/gateway-api ${versions.gatewayApi}`,
       typicalSeconds: 10,
       outputs: [paths.gatewayApiCrds],
@@ -329,7 +351,10 @@ export async function buildAll(opts: { force?: boolean; with?: readonly Optional
     else todo.push(c);
   }
   const estimate = (c: Component) => times[keyOf(c)] ?? c.typicalSeconds;
-  if (todo.length) print(`  ${todo.length} to build, about ${minutes(todo.reduce((n, c) => n + estimate(c), 0) / 2)} two at a time (estimates from earlier builds here, else a typical 2-core machine)`);
+  const lanes = Math.max(1, opts.concurrency ?? 2);
+  // Two lanes end no sooner than the longest build in them.
+  const total = Math.max(todo.reduce((n, c) => n + estimate(c), 0) / lanes, ...todo.map(estimate));
+  if (todo.length) print(`  ${todo.length} to build, about ${minutes(total)}${lanes > 1 && todo.length > 1 ? ` ${lanes} at a time` : ''} (estimates from earlier builds here, else a typical 2-core machine)`);
   // The longest first, so the two lanes end together.
   const queue = [...todo].sort((a, b) => estimate(b) - estimate(a));
   const failures: Error[] = [];
@@ -354,7 +379,7 @@ export async function buildAll(opts: { force?: boolean; with?: readonly Optional
       print(`  built    ${c.name} in ${seconds.toFixed(0)} s`);
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, opts.concurrency ?? 2) }, lane));
+  await Promise.all(Array.from({ length: lanes }, lane));
   if (failures[0]) throw failures[0];
   print(`stack build done in ${((Date.now() - started) / 1000).toFixed(0)} s; cache: ${root}`);
 }

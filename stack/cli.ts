@@ -6,6 +6,8 @@ import { demo, demoOperatorStatus, stopDemoOperator } from './demo.ts';
 import { dataPlaneStatus } from './dataplane.ts';
 import { down, envLines, readStack, restartServer, serverNames, status, up } from './stack.ts';
 import { runTraffic } from './traffic.ts';
+import { tracingStatus } from './tracing.ts';
+import { findTraces, formatTree, getTrace, linkedTraces, traceTree } from './trace-tree.ts';
 
 const defaultStateDir = process.env['STACK_STATE_DIR'] ?? resolve(import.meta.dirname, '..', '.state', 'stack');
 
@@ -24,7 +26,7 @@ function groupOption(value: string, previous: OptionalGroup[]): OptionalGroup[] 
 program.command('build')
   .description('build every server from its Go module into the cache (reuses what is cached)')
   .option('--force', 'rebuild even what is cached')
-  .option('--with <group>', 'also build the data plane (data-plane: Traefik and the Gateway API CRDs); repeatable', groupOption, [])
+  .option('--with <group>', 'also build an optional part: data-plane (Traefik and the Gateway API CRDs) or tracing (Jaeger); repeatable', groupOption, [])
   .action(async (o: { force?: boolean; with: OptionalGroup[] }) => {
     await buildAll({ force: o.force ?? false, with: ['metrics', 'helm', ...o.with] });
   });
@@ -36,16 +38,18 @@ program.command('up')
   .option('--pod-delay-ms <ms>', 'kwok delay per pod transition', (v) => Number.parseInt(v, 10), 300)
   .option('--codec-endpoint <url>', 'point the Temporal UI at this codec server (application-operator codec-server), kept until changed; \'\' for none')
   .option('--data-plane', 'create the stack with its data plane: Traefik serving a Gateway, and pods that answer HTTP (builds Traefik once, ~13 CPU-minutes)')
-  .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number; codecEndpoint?: string; dataPlane?: boolean }) => {
+  .option('--tracing', 'create the stack with its trace backend: Jaeger, to which the API server and etcd export their spans (builds Jaeger once, ~8 CPU-minutes)')
+  .action(async (o: { nodes: number; headless?: boolean; podDelayMs: number; codecEndpoint?: string; dataPlane?: boolean; tracing?: boolean }) => {
     const existing = await readStack(stateDir());
-    await buildAll({ with: ['metrics', ...(o.dataPlane || existing?.dataPlane ? ['data-plane' as const] : [])] });
+    await buildAll({ with: ['metrics', ...(o.dataPlane || existing?.dataPlane ? ['data-plane' as const] : []), ...(o.tracing || existing?.tracing ? ['tracing' as const] : [])] });
     const info = await up({
-      stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs, dataPlane: o.dataPlane ?? false,
+      stateDir: stateDir(), nodes: o.nodes, headless: o.headless ?? false, podDelayMs: o.podDelayMs, dataPlane: o.dataPlane ?? false, tracing: o.tracing ?? false,
       ...(o.codecEndpoint !== undefined ? { codecEndpoint: o.codecEndpoint } : {}),
     });
     const codec = info.codecEndpoint ? ` (codec server ${info.codecEndpoint})` : '';
     const gateway = info.dataPlane ? `\nGateway ${info.dataPlane.gateway.namespace}/${info.dataPlane.gateway.name}: ${info.dataPlane.gatewayUrl}` : '';
-    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}${codec}\nPrometheus: ${info.prometheusUrl}${gateway}`);
+    const tracing = info.tracing ? `\nJaeger: OTLP ${info.tracing.otlpHttpUrl}, query ${info.tracing.queryUrl} (npm run stack -- trace <app>)` : '';
+    console.log(`\n${envLines(info)}\n\nTemporal UI: ${info.headless ? '(headless)' : info.temporalUiUrl}${codec}\nPrometheus: ${info.prometheusUrl}${gateway}${tracing}`);
   });
 
 program.command('down')
@@ -70,7 +74,7 @@ program.command('status')
       console.log(`${name.padEnd(24)} ${state.padEnd(10)} pid ${String(pid ?? '-').padEnd(8)} ports ${(ports.join(',') || '-').padEnd(24)}${detail ? ` ${detail}` : ''}`.trimEnd());
     for (const r of rows) line(r.name, r.state, r.pid, r.ports, r.detail);
     const info = await readStack(stateDir());
-    const dataPlane = info ? await dataPlaneStatus(info) : [];
+    const dataPlane = info ? [...await dataPlaneStatus(info), ...await tracingStatus(info)] : [];
     for (const r of dataPlane) line(r.name, r.state, r.pid, r.ports, r.detail);
     // The operator `npm run demo` started, if any (not a server of the stack: its state does not decide the exit code).
     const op = await demoOperatorStatus(stateDir());
@@ -99,6 +103,27 @@ program.command('demo')
   .description('up, then run the operator on it and apply samples/demo-app.yaml until it is Running')
   .action(async () => {
     await demo(stateDir());
+  });
+
+program.command('trace <app>')
+  .description('print the newest trace of an Application (a reconcile pass, or with --step a rollout step) from the stack\'s Jaeger, as a tree with durations: the watcher\'s signal, the workflow, its activities, their API requests and the API server\'s and etcd\'s spans')
+  .option('-n, --namespace <ns>', 'the app\'s namespace', 'default')
+  .option('--step', 'the newest rollout step instead of the newest pass')
+  .option('--trace-id <id>', 'this trace instead of the newest')
+  .option('--depth <n>', 'print spans down to this depth only (0 is the root)', (v) => Number.parseInt(v, 10))
+  .action(async (app: string, o: { namespace: string; step?: boolean; traceId?: string; depth?: number }) => {
+    const info = await readStack(stateDir());
+    if (!info?.tracing) throw new Error(`no stack with tracing in ${stateDir()}; run: npm run stack -- up --tracing (and the operator with OTEL_EXPORTER_OTLP_ENDPOINT from stack env)`);
+    const q = info.tracing.queryUrl;
+    const id = o.traceId ?? (await findTraces(q, {
+      service: 'application-operator', tags: { 'app.namespace': o.namespace, 'app.name': app }, limit: 50,
+    })).find((t) => t.spans.some((s) => (o.step ? /^rollout /.test(s.operationName) : /^(signal |reconcile pass )/.test(s.operationName))))?.traceID;
+    if (!id) throw new Error(`no ${o.step ? 'rollout step' : 'reconcile'} trace of ${o.namespace}/${app} in Jaeger (${q}) in the last hour`);
+    const trace = await getTrace(q, id);
+    if (!trace) throw new Error(`no trace ${id} in Jaeger (${q})`);
+    console.log(`trace ${id}`);
+    const lines = traceTree(trace, await linkedTraces(q, trace));
+    console.log(formatTree(o.depth === undefined ? lines : lines.filter((l) => l.depth <= o.depth!)));
   });
 
 program.command('env')

@@ -8,6 +8,7 @@ import { searchAttributeFlags } from '../workflows/search-attributes.ts';
 import { assertBuilt, exists as fileExists } from './build.ts';
 import { addDataPlane, assertDataPlaneChoice, dataPlaneEnvLines, ensurePodNetwork, nodePodCapacity, startDataPlane, stopDataPlane, type DataPlaneInfo } from './dataplane.ts';
 import { podsPerNodeDefault } from './pod-cidr.ts';
+import { addTracing, startTracingBackend, stopTracingBackend, tracingEnvLines, type TracingInfo } from './tracing.ts';
 import { ensurePki, type Pki } from './pki.ts';
 import { httpGet, type HttpAnswer } from '../lib/http.ts';
 import { assertPortFree, freePort } from '../lib/net.ts';
@@ -58,6 +59,8 @@ export interface StackInfo {
   servers: Record<ServerName, ServerSpec & { pid?: number }>;
   /** The proxy, pod server and pod network, when the stack was created with them (stack/dataplane.ts). */
   dataPlane?: DataPlaneInfo;
+  /** The trace backend (Jaeger) and the API server's and etcd's tracing, when the stack was created with it (stack/tracing.ts). */
+  tracing?: TracingInfo;
 }
 
 export interface UpOptions {
@@ -74,6 +77,8 @@ export interface UpOptions {
   codecEndpoint?: string;
   /** Create the stack with its data plane (Traefik, the pod server, the pod network); a stack keeps what it was created with. */
   dataPlane?: boolean;
+  /** Create the stack with its trace backend (Jaeger; the API server and etcd export their spans to it). */
+  tracing?: boolean;
   print?: (line: string) => void;
   /** Stops the start under way (Ctrl-C, a test run's SIGTERM): up() rejects, and the caller stops what had started (down). */
   signal?: AbortSignal;
@@ -578,13 +583,16 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   const print = opts.print ?? ((l: string) => console.log(l));
   const stateDir = resolve(opts.stateDir);
   const existing = await readStack(stateDir);
-  await assertBuilt(opts.dataPlane || existing?.dataPlane ? ['data-plane'] : []);
+  await assertBuilt([...(opts.dataPlane || existing?.dataPlane ? ['data-plane' as const] : []), ...(opts.tracing || existing?.tracing ? ['tracing' as const] : [])]);
   await mkdir(join(stateDir, 'logs'), { recursive: true });
   const a = artifactPaths();
   let info: StackInfo;
   if (existing) {
     info = existing;
     assertDataPlaneChoice(info, opts.dataPlane);
+    if (opts.tracing && !info.tracing) {
+      throw new Error(`the stack in ${info.stateDir} was created without tracing (its API server and etcd export no spans); start it afresh with it: npm run stack -- down --purge && npm run stack -- up --tracing`);
+    }
     if (!info.servers.prometheus) await addPrometheus(info);
   } else {
     const ports = await allocatePorts(opts.ports);
@@ -601,6 +609,7 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
       servers: serverSpecs(a, pki, stateDir, ports, kubeconfig, headless),
     };
     if (opts.dataPlane) await addDataPlane(info, { freePorts: opts.ports !== undefined });
+    if (opts.tracing) await addTracing(info, { freePorts: opts.ports !== undefined });
     await writeKwokConfig(a, stateDir, opts.podDelayMs ?? 300);
     await saveStack(info);
   }
@@ -610,6 +619,8 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   const signal = opts.signal;
   // The pod network comes first: the proxy must never run while pod addresses are unrouted.
   await ensurePodNetwork(info, print);
+  // The trace backend before the servers that export to it.
+  await startTracingBackend(info, print, signal);
   for (const name of serverNames) {
     // The demo starts before Prometheus is built (it builds it after its app runs); up adds it once it is.
     if (name === 'prometheus' && !(await fileExists(info.servers.prometheus.command))) {
@@ -678,6 +689,7 @@ export async function down(stateDir: string, opts: { purge?: boolean } = {}): Pr
   await stopDataPlane(info);
   // A state file written before a server joined the stack has no entry for it.
   for (const name of [...serverNames].reverse()) if (info.servers[name]) await stopServer(info, name);
+  await stopTracingBackend(info);
   if (opts.purge) await rm(resolve(stateDir), { recursive: true, force: true });
 }
 
@@ -717,6 +729,7 @@ export function envLines(info: StackInfo): string {
     `export PROMETHEUS_ADDRESS=${info.prometheusUrl}`,
     `export STACK_STATE_DIR=${info.stateDir}`,
     ...dataPlaneEnvLines(info),
+    ...tracingEnvLines(info),
     // kubectl, the temporal CLI, helm, and the kubectl-app plugin, so the README's commands work in a fresh shell.
     `export PATH="${toolDirs().join(':')}:$PATH"`,
   ].join('\n');

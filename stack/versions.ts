@@ -16,6 +16,9 @@ export const versions = {
   traefik: 'v3.6.12',
   // v1.7.0 needs Go >= 1.27; v1.6.3 is the newest that builds with the Go this project requires (1.26).
   gatewayApi: 'v1.6.3',
+  // The trace backend (built only when asked: `stack build --with tracing`, `up --tracing`, and `npm test`):
+  // Jaeger v2, published as Go module versions v1.x (v1.76.0).
+  jaeger: 'v1.76.0',
 } as const;
 
 /** Where built binaries are cached, outside the repo, keyed by version. */
@@ -42,6 +45,7 @@ export function artifactPaths(root = cacheRoot()) {
     traefik: join(root, `traefik-${versions.traefik}`, 'traefik'),
     traefikCrds: join(root, `traefik-crds-${versions.traefik}`, 'crds.yaml'),
     gatewayApiCrds: join(root, `gateway-api-${versions.gatewayApi}`, 'standard-crds.yaml'),
+    jaeger: join(root, `jaeger-${versions.jaeger}`, 'jaeger'),
   };
 }
 

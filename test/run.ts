@@ -140,6 +140,8 @@ async function main(): Promise<number> {
         reuse, keep: Boolean(process.env['KEEP_STACK']), signal: interrupted.signal,
         // The traffic tests send real requests through the proxy to the pods (test/integration/dataplane.test.ts).
         dataPlane: true,
+        // The tracing tests find the operator's, the API server's and etcd's spans in Jaeger (test/integration/tracing.test.ts).
+        tracing: true,
         onStateDir: (dir) => {
           stackStateDir = dir;
           building = false;

@@ -30,6 +30,8 @@ export interface RunStackOptions {
   podDelayMs?: number;
   /** Start the data plane (Traefik, the pod server, the pod network), building it first if needed. */
   dataPlane?: boolean;
+  /** Start it with its trace backend (Jaeger; the API server and etcd export spans of traced requests). */
+  tracing?: boolean;
   /** Leave an owned stack running at stop() (its folder is printed). */
   keep?: boolean;
   /** Told the new stack's state folder before its servers start, so a caller can tear a half-started stack down (Ctrl-C). */
@@ -55,13 +57,13 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     print(`reusing the stack in ${opts.reuse}`);
     info = found;
   } else {
-    await buildAll({ print, with: ['metrics', 'helm', ...(opts.dataPlane ? ['data-plane' as const] : [])] });
+    await buildAll({ print, with: ['metrics', 'helm', ...(opts.dataPlane ? ['data-plane' as const] : []), ...(opts.tracing ? ['tracing' as const] : [])] });
     const stateDir = await mkdtemp(join(tmpdir(), `${opts.prefix}-`));
     print(`starting a stack for this run in ${stateDir}`);
     opts.onStateDir?.(stateDir);
     try {
       info = await up({
-        stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, dataPlane: opts.dataPlane ?? false, print,
+        stateDir, ports: 'free', headless: true, nodes: opts.nodes ?? 2, podDelayMs: opts.podDelayMs ?? 200, dataPlane: opts.dataPlane ?? false, tracing: opts.tracing ?? false, print,
         ...(opts.signal ? { signal: opts.signal } : {}),
       });
     } catch (err) {
@@ -88,6 +90,8 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     PROMETHEUS_ADDRESS: info.prometheusUrl,
     WORKFLOW_BUNDLE_PATH: bundlePath,
     ...(info.dataPlane ? { GATEWAY_URL: info.dataPlane.gatewayUrl, POD_SERVER_URL: info.dataPlane.podServerUrl } : {}),
+    // Not OTEL_EXPORTER_OTLP_ENDPOINT: only the tests that want traces point an operator at Jaeger.
+    ...(info.tracing ? { JAEGER_OTLP_URL: info.tracing.otlpHttpUrl, JAEGER_QUERY_URL: info.tracing.queryUrl } : {}),
   };
   return {
     info, owned, bundlePath, env,

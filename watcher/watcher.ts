@@ -1,9 +1,11 @@
+import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { Client } from '@temporalio/client';
 import {
   API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, STABLE_VERSION, terminalReleasePhases,
 } from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
+import { tracer } from '../lib/trace.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds, kinds } from '../render/children.ts';
@@ -343,7 +345,7 @@ export class Watcher {
     }, this.opts.coalesceMs).unref();
     const signalOnly = this.signalOnly.delete(key);
     const searchAttributes = [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }];
-    try {
+    const send = async () => {
       if (signalOnly) {
         await this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, signal).catch((err: unknown) => {
           if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
@@ -371,6 +373,23 @@ export class Watcher {
           staticDetails: `Rolls the Applications of Release ${namespace}/${name} out in waves; when a canary fails, the earlier waves are rolled back.`,
         });
       }
+    };
+    try {
+      // With tracing on, each signal starts a trace: the workflow's pass it wakes, its activities and their requests
+      // to the API server are its spans (the client interceptor carries the context in the signal's headers).
+      await tracer().startActiveSpan(`signal ${p.reason}: ${target === 'app' ? 'Application' : 'Release'} ${namespace}/${name}`, {
+        root: true, kind: SpanKind.PRODUCER,
+        attributes: { 'app.namespace': namespace, 'app.name': name, 'change.reason': p.reason, ...(p.object ? { 'change.object': p.object } : {}) },
+      }, async (span) => {
+        try {
+          await send();
+        } catch (err) {
+          span.setStatus({ code: SpanStatusCode.ERROR, message: errMessage(err) });
+          throw err;
+        } finally {
+          span.end();
+        }
+      });
       this.opts.onSignal?.(p.reason, true);
     } catch (err) {
       this.opts.onSignal?.(p.reason, false);

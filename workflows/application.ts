@@ -16,6 +16,8 @@ import type { canaryRolloutWorkflow } from './rollout/workflow.ts';
 import { rolloutWorkflows } from './strategies.ts';
 import { appPhaseKey } from './search-attributes.ts';
 import { duration, run, waitFor } from './summary.ts';
+import { activeSpanContext, traced } from './kit/trace.ts';
+import type { SpanContext } from '@opentelemetry/api';
 
 /** A reconcile pass's reasons as its history summary says them. */
 const reasonWords: Record<ChangeReason, string> = {
@@ -117,6 +119,9 @@ class ApplicationEntity {
   /** Children a watch saw edited or deleted (reason child): the pass says which of them it put back. */
   private drifted: string[] = [];
   private readonly pendingDrift = new Set<string>();
+  /** The trace of the signal the next pass answers, and the last pass's trace id (with tracing on). */
+  private signalTrace: SpanContext | undefined;
+  private lastTraceId: string | undefined;
 
   constructor(input: ApplicationWorkflowInput) {
     this.input = input;
@@ -135,6 +140,8 @@ class ApplicationEntity {
   }
 
   changed(reason: ChangeReason, object?: string): void {
+    // With tracing on, the next pass joins the trace of the signal that asked for it (the newest, when several did).
+    this.signalTrace = activeSpanContext() ?? this.signalTrace;
     this.pending.add(reason);
     if (object) this.pendingObjects.add(object);
     if (object && reason === 'child') this.pendingDrift.add(object);
@@ -221,10 +228,18 @@ class ApplicationEntity {
 
   /** One reconcile pass; null when the activity reported a failure in status (then wait for the user to change something). */
   async reconcile(apply: boolean): Promise<ReconcileResult | null> {
+    const parent = this.signalTrace;
+    this.signalTrace = undefined;
     const { namespace, name } = this.state;
+    return traced(`reconcile pass ${namespace}/${name}`, parent, { 'app.namespace': namespace, 'app.name': name }, (traceId) => this.reconcileTraced(apply, traceId));
+  }
+
+  private async reconcileTraced(apply: boolean, traceId: string | undefined): Promise<ReconcileResult | null> {
+    const { namespace, name } = this.state;
+    this.lastTraceId = traceId;
     try {
       const why = [...this.reasons.map((r) => reasonWords[r]), ...this.objects].join(', ');
-      const summary = `${apply ? 'apply children' : 'read status'} (${why})`;
+      const summary = `${apply ? 'apply children' : 'read status'} (${why})${traceId ? ` · trace ${traceId}` : ''}`;
       // A fresh run does not know yet whether a rollout is in flight: the pass leaves the canary to one status names.
       const rolloutActive = this.rollout !== undefined ? true : this.rolloutKnown ? false : undefined;
       const result = await reconcilePass(summary, {
@@ -364,7 +379,8 @@ class ApplicationEntity {
   publish(details: string): void {
     const { namespace, name, passes, phase } = this.state;
     const r = this.running ? `\n\ncanary rollout running: ${this.running.key}` : '';
-    setCurrentDetails(`${namespace}/${name}: ${details}${r}\n\npasses: ${passes}`);
+    const t = this.lastTraceId ? `\n\nlast pass's trace: ${this.lastTraceId}` : '';
+    setCurrentDetails(`${namespace}/${name}: ${details}${r}\n\npasses: ${passes}${t}`);
     if (phase && phase !== this.publishedPhase) {
       this.publishedPhase = phase;
       upsertSearchAttributes([{ key: appPhaseKey, value: phase }]);

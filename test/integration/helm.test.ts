@@ -16,6 +16,7 @@ import { chartDir, deployDir, helmBinary } from '../../deploy/generate.ts';
 import { operatorConfig, withOperatorOptions, type OperatorConfig } from '../../operator/config.ts';
 import { kube, testNamespace, waitForObject, type Json } from '../../testkit/apps.ts';
 import { testEnv } from '../../testkit/env.ts';
+import { tracingConfig } from '../../operator/tracing.ts';
 
 /** Every value of values.yaml set to something other than its default (checked below against values.yaml's keys). */
 const allValues = {
@@ -36,6 +37,7 @@ const allValues = {
   prometheusAddress: 'http://prometheus.monitoring.svc:9090',
   checkAllowedHosts: ['smoke.qa.svc', '*.checks.svc:8080', '10.0.0.0/8'],
   notifications: { url: 'https://hooks.example.com/rollouts', format: 'teams' },
+  tracing: { otlpEndpoint: 'http://otel-collector.monitoring.svc:4318', serviceName: 'operator-eu' },
   metrics: {
     port: 9555, service: { enabled: true }, serviceMonitor: { enabled: true, interval: '15s', scrapeTimeout: '5s', labels: { release: 'kube-prometheus-stack' } },
     prometheusRule: { enabled: true, labels: { release: 'kube-prometheus-stack' } }, grafanaDashboard: { enabled: true, labels: { grafana_dashboard: '1', team: 'platform' } },
@@ -239,6 +241,9 @@ describe('the Helm chart', () => {
     const env = envOf(d);
     assert.deepEqual(env['TEMPORAL_API_KEY']?.valueFrom, { secretKeyRef: { name: 'temporal-api-key', key: 'token' } });
     assert.deepEqual(env['RESYNC_SECONDS'], { name: 'RESYNC_SECONDS', value: '600' });
+    // Tracing: the OTEL_* variables the operator's SDK reads, which turn it on.
+    assert.deepEqual(tracingConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: env['OTEL_EXPORTER_OTLP_ENDPOINT']?.value, OTEL_SERVICE_NAME: env['OTEL_SERVICE_NAME']?.value }), { serviceName: 'operator-eu' });
+    assert.equal(env['OTEL_EXPORTER_OTLP_ENDPOINT']?.value, 'http://otel-collector.monitoring.svc:4318');
     const mounts = Object.fromEntries(c.volumeMounts.map((m: Json) => [m.name, m]));
     const volumes = Object.fromEntries(pod.volumes.map((v: Json) => [v.name, v]));
     assert.deepEqual([mounts['temporal-tls']?.readOnly, volumes['temporal-tls']?.secret], [true, { secretName: 'temporal-mtls' }]);

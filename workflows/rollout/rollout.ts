@@ -595,7 +595,7 @@ export class Rollout {
 
   /** Routes `r` to the canary (read back by the activity); a new route needs a new passing analysis. */
   private async routeTo(r: CanaryRoute): Promise<void> {
-    const routed = await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.canary, route: r });
+    const routed = await this.call(`set canary weight ${describeRoute(r)}`, acts.setCanaryRoute, { ...this.canary, route: r, ...(this.traceId ? { traceId: this.traceId } : {}) });
     this.m.route = r;
     this.state.weight = r.weight;
     // What the router says of how it splits (a canary by pods: approximately), beside a header route or a mirror.
@@ -835,9 +835,13 @@ export class Rollout {
     while (this.starting.size) await Promise.all([...this.starting.values()].map((n) => n.started));
   }
 
+  /** The trace of the step in progress (with tracing on), shown in the current details. */
+  traceId: string | undefined;
+
   private details(): void {
     const s = this.state;
     setCurrentDetails([
+      ...(this.traceId ? [`trace of this step: ${this.traceId}`] : []),
       `**Canary ${this.plan.version}** (${this.plan.image}) — ${s.phase}`,
       `step ${Math.min(s.step + 1, s.totalSteps)}/${s.totalSteps}, canary weight ${s.weight}%`,
       s.message,

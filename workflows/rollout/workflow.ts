@@ -2,6 +2,8 @@ import { ContinueAsNew, isCancellation, setHandler } from '@temporalio/workflow'
 import { controlUpdates, recheckSignal, rolloutQuery, type RolloutInput, type RolloutResult } from '../contract.ts';
 import { wireControls } from '../kit/controls.ts';
 import { Rollout } from './rollout.ts';
+import { traced } from '../kit/trace.ts';
+import { describeStep } from '../../reconcile/plan.ts';
 
 /**
  * One canary rollout: create the canary, walk the steps while health gates run on durable timers, then promote; or,
@@ -64,7 +66,14 @@ async function story(rollout: Rollout, input: RolloutInput): Promise<RolloutResu
         if (approval < 0) break;
         index = approval;
       }
-      if (!(from.at === 'steps' && index === from.step && from.done)) await rollout.runStep(index, steps[index]!);
+      if (!(from.at === 'steps' && index === from.step && from.done)) {
+        // One trace per step (with tracing on): its gate checks, routes, analysis and their API requests.
+        const attributes = { 'app.namespace': input.namespace, 'app.name': input.name, 'rollout.version': input.plan.version, 'rollout.step': String(index + 1) };
+        await traced(`rollout ${input.plan.version} of ${input.namespace}/${input.name}: ${describeStep(steps[index], index, steps.length)}`, undefined, attributes, (traceId) => {
+          rollout.traceId = traceId;
+          return rollout.runStep(index, steps[index]!).finally(() => { rollout.traceId = undefined; });
+        });
+      }
       await rollout.holdWhilePaused(index + 1);
     }
   }
