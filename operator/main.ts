@@ -254,7 +254,8 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         dataConverter: await dataConverterFor(cfg),
         maxCachedWorkflows: cfg.maxCachedWorkflows,
         shutdownGraceTime: '10s',
-        ...(tracing ? { plugins: [tracing.plugin] } : {}),
+        // With tracing, the workflows' log lines carry the trace id too (workflows/kit/trace-log.ts).
+        ...(tracing ? { plugins: [tracing.plugin], interceptors: { workflowModules: [fileURLToPath(new URL('../workflows/kit/trace-log.ts', import.meta.url))] } } : {}),
       }).catch(async (err: unknown) => {
         await connection.close();
         throw err;

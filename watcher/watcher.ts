@@ -446,8 +446,8 @@ function statusOf(kind: string, obj: Obj): string {
   if (kind === RELEASE_KIND) return releaseSettled(obj) ? SETTLED : '';
   if (kind !== KIND) return '';
   if (!obj.metadata?.annotations?.[RELEASE_ANNOTATION]) return '';
-  const s = obj.status as { phase?: string; canary?: { phase?: string; version?: string; step?: number } } | undefined;
-  return JSON.stringify([s?.phase, s?.canary?.phase, s?.canary?.version, s?.canary?.step]);
+  const s = obj.status as { phase?: string; observedGeneration?: number; canary?: { phase?: string; version?: string; step?: number } } | undefined;
+  return JSON.stringify([s?.phase, s?.observedGeneration, s?.canary?.phase, s?.canary?.version, s?.canary?.step]);
 }
 
 /** A Release's status that says its current generation is over (its workflow has ended; only a change starts another). */

@@ -11,11 +11,14 @@ import { applyAsUser, eventsOf, getApp, kube, temporalClient, waitForObject, wai
 import { eventually } from '../../lib/poll.ts';
 import { assertRunsStable, getRelease, meshApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
+import { testFlags } from '../../testkit/operator.ts';
 
 const steps = [{ setWeight: 50 }, { pause: { duration: '1s' } }];
 
 describe('Releases', () => {
-  const s = operatorSuite('release');
+  // A poll of ten minutes: every Release here must move on the watcher's signals alone (its Applications' status
+  // and spec changes), never by waiting for its safety-net poll.
+  const s = operatorSuite('release', { operator: { flags: testFlags.map((f) => (f.startsWith('--release-poll-seconds=') ? '--release-poll-seconds=600' : f)) } });
 
   before(async () => {
     for (const name of ['backend', 'web', 'mobile', 'api', 'shop', 'cart', 'pay', 'mail', 'solo', 'taken', 'busy', 'doomed', 'left', 'right', 'vanish', 'keep', 'north', 'south']) {

@@ -94,6 +94,9 @@ describe('tracing', () => {
       && names(t).some((n) => n.startsWith('RunActivity:setCanaryRoute')) && services(t, l).has('apiserver'));
     assert.ok(names(trace).some((n) => /^PATCH \/apis\/networking\.istio\.io\/.*\/virtualservices\/stepped/.test(n)), names(trace).join(' | '));
     assert.ok(services(trace, linked).has('apiserver'));
+    // The workflow's own log lines of that step carry its trace id too.
+    const log = await readFile(s.op.logFile, 'utf8');
+    assert.ok(log.split('\n').some((l) => l.includes('"module":"temporal-sdk"') && l.includes(`"traceId":"${trace.traceID}"`)), 'a workflow log line of the step carries its trace id');
     const { stdout: tree } = await promisify(execFile)(process.execPath, [join(root, 'stack', 'cli.ts'), '--state-dir', process.env['STACK_STATE_DIR'] ?? '', 'trace', 'stepped', '-n', s.ns, '--step'], { cwd: root });
     assert.match(tree, /rollout v2 of .*: step \d\/2/);
     // The history names the trace of the step that set each route.
