@@ -82,10 +82,17 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     const apply = desired.apply.filter(ours).map((c) => c.object);
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
-    // What a watch saw changed by someone else, as it is before the apply: the apply's answer tells a repair from a no-op.
+    // What a watch saw changed by someone else, as it is before the apply: the apply's answer tells a repair from a
+    // no-op. Not for a PVC (the operator may not read PVCs: storage is immutable, nothing of it is ever read back), and
+    // a read refused by a narrower role than the chart's only costs the Event.
     const drifted = new Map<string, string | null>();
-    for (const obj of apply.filter((o) => input.drifted?.includes(describeRef(o)))) {
-      drifted.set(describeRef(obj), (await kube.get<KubeObject>({ apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name }))?.metadata.resourceVersion ?? null);
+    for (const obj of apply.filter((o) => o.kind !== kinds.pvc.kind && input.drifted?.includes(describeRef(o)))) {
+      const ref = { apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
+      const before = await kube.get<KubeObject>(ref).then((o) => o?.metadata.resourceVersion ?? null, (err: unknown) => {
+        if (err instanceof KubeError && err.status === 403) return undefined;
+        throw err;
+      });
+      if (before !== undefined) drifted.set(describeRef(obj), before);
     }
     try {
       if (specChanged) await dryRunAfterFirst(deps, apply);

@@ -52,7 +52,7 @@ describe('tracing', () => {
     const { trace, linked } = await traceOf('traced', 'a trace of the create with every service', (t, l) => {
       const n = names(t);
       return n.some((x) => x.startsWith('signal spec: Application')) && n.some((x) => x.startsWith('reconcile pass')) && n.some((x) => /^PATCH \/apis\/apps\/v1\/namespaces\/.*\/deployments\/traced/.test(x))
-        && services(t, l).has('apiserver');
+        && services(t, l).has('apiserver') && services(t, l).has('etcd');
     });
     const seen = services(trace, linked);
     assert.ok(seen.has('application-operator'), [...seen].join(', '));
@@ -60,9 +60,9 @@ describe('tracing', () => {
     // Temporal's interceptors: the workflow handled the signal and ran the activity inside the same trace.
     assert.ok(names(trace).some((n) => n.startsWith('HandleSignal:')), names(trace).join(' | '));
     assert.ok(names(trace).some((n) => n.startsWith('RunActivity:reconcileApplication')), names(trace).join(' | '));
-    // etcd's spans are the API server's children, when etcd exports them (its spans arrive through the API server's context).
-    const etcd = [trace, ...linked].some((t) => t.spans.some((x) => t.processes[x.processID]?.serviceName === 'etcd'));
-    assert.ok(etcd, `etcd's spans joined too: ${[...seen].join(', ')}`);
+    // etcd's spans are the API server's children (etcd continues the context the API server sends it); etcd exports
+    // in its own batches, so the trace is looked for until they are in.
+    assert.ok(seen.has('etcd'), `etcd's spans joined too: ${[...seen].join(', ')}`);
 
     // The trace id is on the pass's log lines and in the workflow's current details (the Temporal UI's).
     const log = await readFile(s.op.logFile, 'utf8');

@@ -219,7 +219,7 @@ describe('release workflow', { concurrency: true }, () => {
     assert.equal(run.r.count('claimApplications'), 1, 'claimed once');
     assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}`), ['a:Promoted', 'b:Promoted']);
     assert.equal(run.r.releaseStatuses().filter((st) => /waiting for a promote to start wave 2/.test(st.message)).length, 1, 'status said it once');
-    await run.handle.terminate('scenario over');
+    assert.equal(await run.handle.result(), 'Promoted', 'the last run ends with the outcome');
     await tier.replayRuns(run.handle.workflowId);
   });
 });

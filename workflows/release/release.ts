@@ -3,7 +3,7 @@
 // earlier ones back, last first). Decisions are the pure functions of decide.ts; the cluster is reached only
 // through activities, by changing Applications' specs.
 import {
-  CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
+  CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { duration, run, waitFor } from '../summary.ts';
 import { historyFull } from '../kit/rollover.ts';
@@ -45,6 +45,9 @@ class Stop extends Error {
 
 type EventType = 'Normal' | 'Warning';
 
+/** A nap is woken by a request that came while the release was looking, not only during the nap. */
+const napSincePatch = 'release-nap-since-look';
+
 
 export class ReleaseEntity {
   readonly state: ReleaseState;
@@ -54,8 +57,9 @@ export class ReleaseEntity {
   private promoteRequest: ControlRequest | undefined;
   /** Bumped by every control request and every change signal, so a waiting release wakes up and looks. */
   private wakes = 0;
-  /** The Release changed or is being deleted (the watcher said so; an Application's status moving is no change of it). */
-  changes = 0;
+  /** Signals of the watcher (any reason), and of those the ones that change the Release itself (not an Application's status). */
+  private changes = 0;
+  releaseChanges = 0;
   deleting = false;
   /** What status last said, so it is written only when it changes. */
   private written = new WrittenStatus();
@@ -66,6 +70,12 @@ export class ReleaseEntity {
   /** Where the story is, and the plan of the generation in progress: what a new run takes up. */
   private position: ReleasePosition = { at: 'claim' };
   private plan: ReleasePlan | undefined;
+
+  /**
+   * Decided once, at the run's first activation (a patch asked after a local activity in the same workflow task
+   * cannot be replayed in place): whether this run naps by napSincePatch's rule.
+   */
+  private readonly napSinceLook = patched(napSincePatch);
 
   constructor(input: ReleaseWorkflowInput) {
     this.input = input;
@@ -96,7 +106,8 @@ export class ReleaseEntity {
 
   changed(reason: string): void {
     if (reason === 'deleted') this.deleting = true;
-    if (reason !== 'child-status') this.changes++;
+    this.changes++;
+    if (reason !== 'child-status') this.releaseChanges++;
     this.wakes++;
   }
 
@@ -138,6 +149,12 @@ export class ReleaseEntity {
     this.lastRequest = request;
     this.wakes++;
     return this.snapshot();
+  }
+
+  /** Waits for the next signal of the watcher (how runs from before releaseEndsPatch wait once their generation is over). */
+  async waitForChange(): Promise<void> {
+    const seen = this.changes;
+    await condition(() => this.changes !== seen);
   }
 
   snapshot(): ReleaseState {
@@ -244,6 +261,8 @@ export class ReleaseEntity {
   private async followWave(i: number, wave: WavePlan): Promise<void> {
     const wants = this.wants(wave);
     for (;;) {
+      // A request or change from here on wakes the nap below, even one that came while this look was under way.
+      const woken = this.wakes;
       const seen = await this.observe(wants.map((w) => w.name));
       for (const w of wants) this.track(w, seen);
       await this.steerCanaries(wants, seen);
@@ -255,7 +274,7 @@ export class ReleaseEntity {
       if (outcome.kind === 'failed') throw new Stop(ReleasePhase.RolledBack, outcome.message, outcome.app);
       this.throwIfStopped();
       await this.publish(this.state.pausedByUser ? ReleasePhase.Paused : ReleasePhase.Progressing, this.waveMessage(i, wave));
-      await this.nap(this.pollMs, `wave ${i + 1}: look again`);
+      await this.nap(this.pollMs, `wave ${i + 1}: look again`, woken);
     }
   }
 
@@ -384,11 +403,12 @@ export class ReleaseEntity {
   private async waitFor(what: string, apps: string[], done: (o: AppObservation) => boolean): Promise<void> {
     let left = apps;
     while (left.length) {
+      const woken = this.wakes;
       const seen = await this.observe(left);
       left = seen.filter((o) => !done(o)).map((o) => o.name);
       if (!left.length) return;
       log.info(`waiting for ${what}`, { left });
-      await this.nap(Math.min(this.pollMs, 5000), `waiting for ${what}: look again`);
+      await this.nap(Math.min(this.pollMs, 5000), `waiting for ${what}: look again`, woken);
     }
   }
 
@@ -404,10 +424,14 @@ export class ReleaseEntity {
     }
   }
 
-  /** Sleeps up to ms, woken early by any request or change; the timer reads `why` and when. */
-  private async nap(ms: number, why: string): Promise<void> {
-    const seen = this.wakes;
-    await waitFor(() => this.wakes !== seen, ms, `${why} in ${duration(ms)}`);
+  /**
+   * Sleeps up to ms, woken early by any request or change since `since` (the wake count when the caller last looked:
+   * one that came while it was looking must not wait for the next poll); the timer reads `why` and when.
+   */
+  private async nap(ms: number, why: string, since: number): Promise<void> {
+    // Runs from before this counted only the wakes during the nap itself (and so started its timer regardless).
+    const from = this.napSinceLook ? since : this.wakes;
+    if (this.wakes === from) await waitFor(() => this.wakes !== from, ms, `${why} in ${duration(ms)}`);
     await this.rollOverIfDue();
   }
 

@@ -1,4 +1,4 @@
-import { allHandlersFinished, condition, continueAsNew, proxyActivities, setHandler } from '@temporalio/workflow';
+import { allHandlersFinished, condition, continueAsNew, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import { run } from '../summary.ts';
 import { ReleasePhase } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
@@ -6,6 +6,9 @@ import { changedSignal, releaseQuery, releaseUpdates, type ReleaseWorkflowInput 
 import { wireControls } from '../kit/controls.ts';
 import { historyFull } from '../kit/rollover.ts';
 import { ReleaseEntity } from './release.ts';
+
+/** A Release's workflow ends once its generation is over (before: it waited for the next change). */
+const releaseEndsPatch = 'release-ends-when-done';
 
 const { readRelease, finalizeRelease } = proxyActivities<Activities>({
   startToCloseTimeout: '30s',
@@ -21,6 +24,8 @@ const { readRelease, finalizeRelease } = proxyActivities<Activities>({
  */
 export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<string> {
   const release = new ReleaseEntity(input);
+  // Asked at the run's first activation, where a replay meets it in place (see ReleaseEntity.napSinceLook).
+  const endsWhenDone = patched(releaseEndsPatch);
   setHandler(changedSignal, (s) => release.changed(s.reason));
   setHandler(releaseQuery, () => release.snapshot());
   wireControls(release, releaseUpdates);
@@ -28,7 +33,7 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
   // A run that continued as new in the middle of a generation takes it up where the last run left it.
   let taken = release.carriedPlan;
   for (;;) {
-    const seen = release.changes;
+    const seen = release.releaseChanges;
     if (taken) {
       await release.run(taken);
       taken = undefined;
@@ -58,7 +63,8 @@ export async function releaseWorkflow(input: ReleaseWorkflowInput): Promise<stri
       return continueAsNew<typeof releaseWorkflow>(fresh);
     }
     // Over: a finished Release holds no workflow open. The watcher starts a new run when it changes; a change signalled
-    // while this one ran (or in this very task) is read first.
-    if (release.changes === seen) return release.state.phase;
+    // while this one ran (or in this very task) is read first. Runs from before this waited for the next signal.
+    if (!endsWhenDone) await release.waitForChange();
+    else if (release.releaseChanges === seen) return release.state.phase;
   }
 }
