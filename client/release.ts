@@ -49,7 +49,7 @@ export async function releaseStatus(client: Client, namespace: string, name: str
 /** A few lines a person reads. */
 export function formatRelease(r: ReleaseState): string {
   return [
-    `release ${r.namespace}/${r.name} — ${r.phase}${r.waves ? `, wave ${r.wave}/${r.waves}` : ''}${r.pausedByUser ? ' (paused by request)' : ''}`,
+    `release ${r.namespace}/${r.name} — ${r.phase}${r.waves ? (r.wave ? `, wave ${r.wave}/${r.waves}` : `, ${r.waves} wave(s), none started`) : ''}${r.pausedByUser ? ' (paused by request)' : ''}`,
     `  ${r.message}`,
     ...(r.failedApplication ? [`  failed: ${r.failedApplication}`] : []),
     ...r.applications.map((a) => `  wave ${a.wave}  ${a.name.padEnd(20)} ${a.canaryVersion.padEnd(10)} ${a.phase.padEnd(11)} ${a.message ?? ''}`),

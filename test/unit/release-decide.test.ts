@@ -4,7 +4,8 @@ import type { AppObservation } from '../../activities/release.ts';
 import { parseRelease } from '../../api/release.ts';
 import { releasePlan } from '../../reconcile/release-plan.ts';
 import { appPhase, canaryEnd, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from '../../workflows/release/decide.ts';
-import type { ReleaseAppState } from '../../workflows/contract.ts';
+import type { ReleaseAppState, ReleaseState } from '../../workflows/contract.ts';
+import { formatRelease } from '../../client/release.ts';
 
 const want = (name: string): Want => ({ name, canaryVersion: 'v2', image: `${name}:v2` });
 const obs = (name: string, over: Partial<AppObservation> & { phase?: string; version?: string } = {}): AppObservation => {
@@ -88,5 +89,15 @@ describe('releasePlan', () => {
     assert.equal(plan.pauseBetweenWavesMs, null);
     assert.deepEqual(plan.waves.map((w) => [w.name, w.steps?.[0]?.setWeight, w.apps]), [['wave 1', 50, [{ name: 'a', canaryVersion: 'v2' }]], ['front', 10, [{ name: 'b', canaryVersion: 'v3', image: 'b:3' }]]]);
     assert.equal(plan.waves[1]?.analysis?.metrics[0]?.name, 'ok');
+  });
+});
+
+describe('formatRelease', () => {
+  const state = (over: Partial<ReleaseState>): ReleaseState => ({
+    namespace: 'shop', name: 'r1', phase: 'Progressing', wave: 1, waves: 2, message: 'wave 1: 0/1 promoted', pausedByUser: false, applications: [], ...over,
+  });
+  test('the wave it is in, or that none started (a refused Release)', () => {
+    assert.match(formatRelease(state({})), /^release shop\/r1 — Progressing, wave 1\/2\n/);
+    assert.match(formatRelease(state({ phase: 'Failed', wave: 0, message: 'refused: ...' })), /^release shop\/r1 — Failed, 2 wave\(s\), none started\n/);
   });
 });
