@@ -88,7 +88,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     const drifted = new Map<string, string | null>();
     for (const obj of apply.filter((o) => o.kind !== kinds.pvc.kind && input.drifted?.includes(describeRef(o)))) {
       const ref = { apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
-      const before = await kube.get<KubeObject>(ref).then((o) => o?.metadata.resourceVersion ?? null, (err: unknown) => {
+      const before = await kube.get<KubeObject>(ref).then((o) => (o ? contentOf(o) : null), (err: unknown) => {
         if (err instanceof KubeError && err.status === 403) return undefined;
         throw err;
       });
@@ -102,7 +102,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
         answered.set(describeRef(obj), answer);
         applied.push(describeRef(obj));
         const before = drifted.get(describeRef(obj));
-        if (before !== undefined && before !== answer.metadata.resourceVersion) repaired.push(describeRef(obj));
+        if (before !== undefined && before !== contentOf(answer)) repaired.push(describeRef(obj));
       }
     } catch (err) {
       if (!(err instanceof KubeError && err.permanent)) throw err;
@@ -158,6 +158,16 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
 }
 
 /** Whether status names a rollout in flight of the canary the spec asks for. */
+/**
+ * What a repair is judged on: the labels, annotations and spec, as JSON. Not the resourceVersion: an apply that
+ * changes only who manages a field (once the HPA owns spec.replicas, say) writes the object without putting anything
+ * back.
+ */
+function contentOf(o: KubeObject): string {
+  const { labels, annotations } = o.metadata as { labels?: unknown; annotations?: unknown };
+  return JSON.stringify([labels ?? null, annotations ?? null, (o as { spec?: unknown }).spec ?? null]);
+}
+
 function inFlight(app: Application): boolean {
   const last = app.status?.canary;
   const plan = rolloutPlan(app);

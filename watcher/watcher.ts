@@ -45,6 +45,8 @@ export interface WatcherOptions {
 interface Pending {
   reason: ChangeReason;
   object?: string;
+  /** Every child an event of this burst said was edited or deleted (the signal's reason keeps only the strongest). */
+  drifted?: Set<string>;
   timer?: NodeJS.Timeout;
   attempts: number;
 }
@@ -300,9 +302,10 @@ export class Watcher {
         p.reason = reason;
         if (object) p.object = object;
       }
+      if (reason === 'child' && object) (p.drifted ??= new Set()).add(object);
       return;
     }
-    const entry: Pending = { reason, attempts: 0, ...(object ? { object } : {}) };
+    const entry: Pending = { reason, attempts: 0, ...(object ? { object } : {}), ...(reason === 'child' && object ? { drifted: new Set([object]) } : {}) };
     this.pending.set(key, entry);
     const sinceLast = Date.now() - (this.lastSent.get(key) ?? 0);
     entry.timer = setTimeout(() => this.markReady(key, opts.signalOnly ?? false), Math.max(0, this.opts.coalesceMs - sinceLast));
@@ -336,7 +339,7 @@ export class Watcher {
     const [target, ref] = key.split(':') as ['app' | 'release', string];
     const [namespace, name] = ref.split('/') as [string, string];
     const workflowId = target === 'app' ? applicationWorkflowId(namespace, name) : releaseWorkflowId(namespace, name);
-    const signal: ChangeSignal = { reason: p.reason, ...(p.object ? { object: p.object } : {}) };
+    const signal: ChangeSignal = { reason: p.reason, ...(p.object ? { object: p.object } : {}), ...(p.drifted?.size ? { drifted: [...p.drifted] } : {}) };
     // Taken off the map before the call so events that arrive meanwhile queue a new signal.
     this.pending.delete(key);
     this.lastSent.set(key, Date.now());
@@ -401,6 +404,7 @@ export class Watcher {
       const newer = this.pending.get(key);
       if (newer) {
         if (reasonStrength[p.reason] > reasonStrength[newer.reason]) newer.reason = p.reason;
+        for (const o of p.drifted ?? []) (newer.drifted ??= new Set()).add(o);
         newer.attempts = attempts;
       } else {
         const again: Pending = { ...p, attempts };

@@ -139,12 +139,13 @@ class ApplicationEntity {
     if (c?.rollout) this.rollout = { ...c.rollout, outlivesRun: true };
   }
 
-  changed(reason: ChangeReason, object?: string): void {
+  changed(reason: ChangeReason, object?: string, drifted: string[] = []): void {
     // With tracing on, the next pass joins the trace of the signal that asked for it (the newest, when several did).
     this.signalTrace = activeSpanContext() ?? this.signalTrace;
     this.pending.add(reason);
     if (object) this.pendingObjects.add(object);
     if (object && reason === 'child') this.pendingDrift.add(object);
+    for (const o of drifted) this.pendingDrift.add(o);
     this.state.lastReason = reason;
     // A running rollout looks at once when one of its children changed: a hand edit of its routes, its Deployment
     // deleted, its pods becoming ready or not. It puts back what was taken and moves traffic off an empty canary.
@@ -451,7 +452,7 @@ class ApplicationEntity {
  */
 export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
   const app = new ApplicationEntity(input);
-  setHandler(changedSignal, (s) => app.changed(s.reason, s.object));
+  setHandler(changedSignal, (s) => app.changed(s.reason, s.object, s.drifted));
   setHandler(rolloutEndedSignal, (e) => app.rolloutEnded(e));
   setHandler(stateQuery, () => app.query());
   for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));

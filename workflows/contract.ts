@@ -29,6 +29,8 @@ export interface ChangeSignal {
   reason: ChangeReason;
   /** Kind/name of the child that changed, for the history. */
   object?: string;
+  /** Kind/name of every child edited or deleted in the burst this signal stands for (its reason is the strongest one). */
+  drifted?: string[];
 }
 
 /** Durations of the reconcile loop; inputs so tests can use seconds. */

@@ -61,4 +61,58 @@ describe('Watcher coalescing', () => {
       await api.close();
     }
   });
+
+  test('a burst of child edits and deletions is one signal naming every child, whatever its strongest reason', async () => {
+    const watches = new Map<string, ServerResponse>();
+    const api = await fakeApiServer((_req, res, url) => {
+      res.setHeader('Content-Type', 'application/json');
+      // Discovery (/api/v1, /apis/apps/v1...): only Services and Deployments are served, so only they are watched.
+      if (!url.pathname.includes('/namespaces/')) {
+        res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
+        return;
+      }
+      if (url.searchParams.get('watch') !== '1') {
+        res.end(JSON.stringify({ items: url.pathname.endsWith('/applications') ? [app(1, 1)] : [], metadata: { resourceVersion: '1' } }));
+        return;
+      }
+      res.writeHead(200);
+      watches.set(url.pathname, res);
+    });
+    const signals: ChangeSignal[] = [];
+    const temporal = {
+      workflow: {
+        signalWithStart: (_type: string, o: { signalArgs: [ChangeSignal] }) => {
+          signals.push(o.signalArgs[0]);
+          return Promise.resolve();
+        },
+      },
+    } as unknown as Client;
+    const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: 1000, log: createLogger('silent') });
+    const owned = { ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: 'shop', uid: 'u1', controller: true }] };
+    const child = (apiVersion: string, kind: string, generation: number, rv: number) => ({ apiVersion, kind, metadata: { name: 'shop', namespace: 'ns', generation, resourceVersion: String(rv), uid: `${kind}-u`, ...owned } });
+    const send = (path: string, type: string, obj: unknown) => watches.get(path)!.write(`${JSON.stringify({ type, object: obj })}\n`);
+    try {
+      await watcher.start();
+      await eventually('watching the app and its children', () => Promise.resolve(
+        ['/applications', '/services', '/deployments'].every((end) => [...watches.keys()].some((k) => k.endsWith(end))) ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      const path = (end: string) => [...watches.keys()].find((k) => k.endsWith(end))!;
+      // The children as the watch first sees them, then the spec change that goes out at once.
+      send(path('/services'), 'ADDED', child('v1', 'Service', 1, 2));
+      send(path('/deployments'), 'ADDED', child('apps/v1', 'Deployment', 1, 3));
+      await new Promise((r) => setTimeout(r, 1100));
+      send(path('/applications'), 'MODIFIED', app(2, 4));
+      await eventually('the spec change', () => Promise.resolve(signals.some((x) => x.reason === 'spec') ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      // Within the window: the Service deleted, the Deployment edited by hand, then the spec changed again.
+      send(path('/services'), 'DELETED', child('v1', 'Service', 1, 5));
+      send(path('/deployments'), 'MODIFIED', child('apps/v1', 'Deployment', 2, 6));
+      send(path('/applications'), 'MODIFIED', app(3, 7));
+      await eventually('the burst signalled', () => Promise.resolve(signals.filter((x) => x.reason === 'spec').length === 2 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      const burst = signals.at(-1)!;
+      assert.equal(burst.reason, 'spec', 'the strongest reason');
+      assert.deepEqual(burst.drifted?.sort(), ['Deployment/shop', 'Service/shop'], 'and every child the burst saw changed');
+    } finally {
+      await watcher.stop();
+      await api.close();
+    }
+  });
 });
