@@ -35,6 +35,19 @@ export async function freePort(): Promise<number> {
   return kernelPort();
 }
 
+/** `count` free ports, none of them in `taken` nor the same twice (a stack's extra servers beside its own ports). */
+export async function freePortsBesides(taken: number[], count: number): Promise<number[]> {
+  const used = new Set(taken);
+  const out: number[] = [];
+  while (out.length < count) {
+    const p = await freePort();
+    if (used.has(p)) continue;
+    used.add(p);
+    out.push(p);
+  }
+  return out;
+}
+
 function kernelPort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const srv = createServer();

@@ -5,7 +5,7 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
-import { assertPortFree, freePort } from '../lib/net.ts';
+import { assertPortFree, freePortsBesides } from '../lib/net.ts';
 import { ensurePki } from './pki.ts';
 import { podsPerNode, sliceLayout } from './pod-cidr.ts';
 import { createPodNetwork, podNetworkNames, podNetworkProblem, removePodNetwork, type PodNetwork } from './pod-network.ts';
@@ -94,14 +94,8 @@ export async function addDataPlane(info: StackInfo, opts: { freePorts: boolean }
 }
 
 async function freeDataPlanePorts(taken: number[]): Promise<DataPlanePorts> {
-  const used = new Set(taken);
-  const pick = async () => {
-    let p = await freePort();
-    while (used.has(p)) p = await freePort();
-    used.add(p);
-    return p;
-  };
-  return { gateway: await pick(), traefikMetrics: await pick(), podServer: await pick() };
+  const [gateway, traefikMetrics, podServer] = (await freePortsBesides(taken, 3)) as [number, number, number];
+  return { gateway, traefikMetrics, podServer };
 }
 
 /** Traefik's static configuration, as flags. */

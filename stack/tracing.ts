@@ -7,7 +7,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { httpGet } from '../lib/http.ts';
-import { assertPortFree, freePort } from '../lib/net.ts';
+import { assertPortFree, freePortsBesides } from '../lib/net.ts';
 import { withFlag } from './dataplane.ts';
 import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
 import { readStack, type StackInfo } from './stack.ts';
@@ -90,14 +90,8 @@ export async function addTracing(info: StackInfo, opts: { freePorts: boolean }):
 }
 
 async function freeTracingPorts(taken: number[]): Promise<TracingPorts> {
-  const used = new Set(taken);
-  const pick = async () => {
-    let p = await freePort();
-    while (used.has(p)) p = await freePort();
-    used.add(p);
-    return p;
-  };
-  return { otlpGrpc: await pick(), otlpHttp: await pick(), query: await pick(), queryGrpc: await pick() };
+  const [otlpGrpc, otlpHttp, query, queryGrpc] = (await freePortsBesides(taken, 4)) as [number, number, number, number];
+  return { otlpGrpc, otlpHttp, query, queryGrpc };
 }
 
 /** Whether Jaeger answers its query API. */
