@@ -221,14 +221,28 @@ function kubeconfigFiles(path: string | undefined, env: NodeJS.ProcessEnv): stri
 
 /** Reads the files, the first one's current-context and the first definition of each name winning (as kubectl merges them). */
 function merge(files: string[]): Merged {
+  return mergeDocuments(files.map((file) => ({ text: readFileSync(file, 'utf8'), dir: dirname(file), what: file })));
+}
+
+/**
+ * A kubeconfig given as text (a member cluster's, from a Secret), read like a file in `dir`. Throws saying why it
+ * cannot be used; what only client-node reads (an auth-provider, a proxy, impersonation) is refused here.
+ */
+export function kubeconfigFromText(text: string, what: string, dir = process.cwd()): KubeCredentials {
+  const merged = mergeDocuments([{ text, dir, what }]);
+  const needs = unsupported(merged);
+  if (needs) throw new Error(`${what} needs ${needs}, which a member cluster's kubeconfig may not use`);
+  return merged.credentials;
+}
+
+function mergeDocuments(sources: { text: string; dir: string; what: string }[]): Merged {
   const clusters = new Map<string, { entry: ClusterEntry; dir: string }>();
   const users = new Map<string, { entry: UserEntry; dir: string }>();
   const contexts = new Map<string, ContextEntry>();
   let current: string | undefined;
-  for (const file of files) {
-    const doc = parse(readFileSync(file, 'utf8')) as Document | null;
-    if (!doc || typeof doc !== 'object') throw new Error(`${file} is not a kubeconfig (empty, or not a YAML mapping)`);
-    const dir = dirname(file);
+  for (const { text, dir, what } of sources) {
+    const doc = parse(text) as Document | null;
+    if (!doc || typeof doc !== 'object') throw new Error(`${what} is not a kubeconfig (empty, or not a YAML mapping)`);
     current ??= doc['current-context'] || undefined;
     for (const c of doc.clusters ?? []) if (!clusters.has(c.name)) clusters.set(c.name, { entry: c.cluster ?? {}, dir });
     for (const u of doc.users ?? []) if (!users.has(u.name)) users.set(u.name, { entry: u.user ?? {}, dir });
