@@ -46,9 +46,9 @@ describe('fleet Releases across three clusters', () => {
   }, { timeoutMs });
   /** An Application in a member cluster runs `image` again (or now), its canary off, its claim gone. */
   const assertMemberRuns = async (m: Member, app: string, image: string) => {
-    const a = await waitMemberApp(m, app, `runs ${image}`, (x) => x?.['spec']?.image === image && x['status']?.phase === 'Running' && x['status'].observedGeneration === x['metadata'].generation);
-    assert.equal(a!['spec'].serviceMesh.canary.enabled, false, `${app} in ${m.name}: canary switched off`);
-    assert.equal(a!['metadata'].annotations?.['myapp.example.com/fleet-release'], undefined, `${app} in ${m.name}: let go by the release`);
+    // The rollout's end is two writes (the image, then the canary switched off): wait for the last of them.
+    await waitMemberApp(m, app, `runs ${image} with its canary off and no claim`, (x) => x?.['spec']?.image === image && x['spec'].serviceMesh?.canary?.enabled === false
+      && x['metadata'].annotations?.['myapp.example.com/fleet-release'] === undefined && x['status']?.phase === 'Running' && x['status'].observedGeneration === x['metadata'].generation);
     await eventually(`${app}'s Deployment in ${m.name} runs ${image}`, async () => {
       const d = await m.kube.get<Json>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: ns!.name, name: app });
       return d?.['spec']?.template?.spec?.containers?.[0]?.image === image && d['status']?.availableReplicas >= 1 ? true : undefined;
@@ -150,8 +150,8 @@ describe('fleet Releases across three clusters', () => {
     assert.deepEqual(rel.status.applications.map((a: Json) => `${a.cluster ?? 'hub'}:${a.phase}`), ['hub:Reverted', `${b.name}:Reverted`, `${c.name}:Failed`]);
     await assertRunsStable(ns!.name, 'web', 'registry.example/web:1.0');
     for (const m of [b, c]) await assertMemberRuns(m, 'web', 'registry.example/web:1.0');
-    // b was put back before the hub (last first).
-    const notes = (await eventsOf(ns!.name, rel.metadata.uid)).map((e) => e.note);
+    // b was put back before the hub (last first), as the Release's story tells.
+    const notes = (await releaseHistory(await temporalClient(), ns!.name, 'bad')).map((e) => e.message);
     const revertB = notes.findIndex((n) => n.includes(`rolling back: web in cluster ${b.name} back to`));
     const revertHub = notes.findIndex((n) => /rolling back: web back to/.test(n));
     assert.ok(revertB >= 0 && revertHub > revertB, `b before the hub: ${notes.join(' | ')}`);
@@ -163,7 +163,7 @@ describe('fleet Releases across three clusters', () => {
   it("a member's API server stopped mid-wave holds the Release visibly; started again, the Release goes on and is promoted", async () => {
     const [b, c] = [member(0), member(1)];
     await applyAsUser(releaseManifest(ns!.name, 'outage', {
-      steps: [{ setWeight: 50 }, { pause: { duration: '10s' } }],
+      steps: [{ setWeight: 50 }, { pause: { duration: '20s' } }],
       waves: [
         { applications: [{ name: 'shop', canaryVersion: '2.0' }] },
         { applications: [{ name: 'shop', cluster: b.name, canaryVersion: '2.0' }] },
@@ -171,6 +171,9 @@ describe('fleet Releases across three clusters', () => {
       ],
     }));
     await waitRelease(ns!.name, 'outage', (r) => r.status?.wave === 2 && r.status.applications?.some((a: Json) => a.cluster === b.name && a.phase === 'Progressing'), `wave 2 running in ${b.name}`, 180_000);
+    // Mid-wave: b's canary takes traffic and pauses (a canary whose pods are not up yet when its cluster's control
+    // plane goes away may fail its own health gate when it comes back, which is b's operator's business, not this test's).
+    await waitMemberApp(b, 'shop', 'at 50% in its pause', (a) => a?.['status']?.canary?.weight === 50);
     await stopServer(b.info, 'kube-apiserver');
     try {
       const held = await waitRelease(ns!.name, 'outage', (r) => r.status?.heldByCluster === b.name, `held by ${b.name}`, 60_000);
