@@ -149,7 +149,16 @@ describe('kubeconfigFromText: a member cluster\'s kubeconfig, as a Secret holds 
   });
   test('what it cannot use is refused, naming the Secret', () => {
     assert.throws(() => kubeconfigFromText(doc({ 'auth-provider': { name: 'gcp' } }), 'the kubeconfig of Secret ops/cluster-b'), /Secret ops\/cluster-b needs an auth-provider/);
+    assert.throws(() => kubeconfigFromText(doc({ tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' }), 'the kubeconfig of Secret ops/cluster-b'), /needs files of the operator/);
+    assert.throws(() => kubeconfigFromText(doc({ token: 't' }, { 'certificate-authority': '/etc/ssl/ca.pem' }), 'the kubeconfig of Secret ops/cluster-b'), /needs files of the operator/);
+    assert.throws(() => kubeconfigFromText(doc({ exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'sh', args: ['-c', 'id'] } }), 'the kubeconfig of Secret ops/cluster-b'), /needs an exec plugin \(a command the operator would run\)/);
     assert.throws(() => kubeconfigFromText('', 'the kubeconfig of Secret ops/cluster-b'), /Secret ops\/cluster-b is not a kubeconfig/);
+    // A syntax error says where, never what the line holds (a token, a key): the message reaches status and Events.
+    assert.throws(() => kubeconfigFromText('users:\n- name: b\n  user: { token: s3cr3t-t0ken', 'the kubeconfig of Secret ops/cluster-b'), (err: Error) => {
+      assert.match(err.message, /^the kubeconfig of Secret ops\/cluster-b is not valid YAML \(line \d+, column \d+\)$/);
+      assert.doesNotMatch(err.message, /s3cr3t/);
+      return true;
+    });
     assert.throws(() => kubeconfigFromText(stringify({ 'current-context': 'x', contexts: [] }), 'the kubeconfig of Secret ops/cluster-b'), NoCurrentCluster);
   });
 });
