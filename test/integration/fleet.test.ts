@@ -40,10 +40,18 @@ describe('fleet Releases across three clusters', () => {
   const member = (i: number) => members[i]!;
 
   /** Waits until an Application in a member cluster is as `ok` wants it. */
-  const waitMemberApp = (m: Member, app: string, what: string, ok: (a: Json | null) => boolean, timeoutMs = 120_000) => eventually(`${app} in cluster ${m.name} ${what}`, async () => {
-    const a = await m.kube.get<Json>(appRef(ns!.name, app)).catch(() => undefined);
-    return a !== undefined && ok(a) ? a : undefined;
-  }, { timeoutMs });
+  const waitMemberApp = async (m: Member, app: string, what: string, ok: (a: Json | null) => boolean, timeoutMs = 120_000) => {
+    let last: Json | null | undefined;
+    return eventually(`${app} in cluster ${m.name} ${what}`, async () => {
+      const a = await m.kube.get<Json>(appRef(ns!.name, app)).catch(() => undefined);
+      if (a !== undefined) last = a;
+      return a !== undefined && ok(a) ? a : undefined;
+    }, { timeoutMs }).catch((err: unknown) => {
+      // Say what was there instead.
+      const seen = last ? { generation: last['metadata'].generation, annotations: last['metadata'].annotations, image: last['spec']?.image, canary: last['spec']?.serviceMesh?.canary, status: { ...last['status'], conditions: undefined } } : last;
+      throw new Error(`${err instanceof Error ? err.message : String(err)}\nlast seen: ${JSON.stringify(seen)}`);
+    });
+  };
   /** An Application in a member cluster runs `image` again (or now), its canary off, its claim gone. */
   const assertMemberRuns = async (m: Member, app: string, image: string) => {
     // The rollout's end is two writes (the image, then the canary switched off): wait for the last of them.
@@ -102,6 +110,30 @@ describe('fleet Releases across three clusters', () => {
       assert.match(secret.metadata.annotations['myapp.example.com/cluster-version'], /^v1\.\d+\.\d+/);
       assert.match(secret.metadata.annotations['myapp.example.com/cluster-message'], /answers \(Kubernetes v1\./);
     }
+  });
+
+  it('a registration that cannot be used says why on its Secret, and a Release naming it (or no registered cluster) is refused before anything is claimed', async () => {
+    // A kubeconfig that would have the operator run a command: refused, and the command never runs.
+    const marker = `/tmp/fleet-exec-${tag}`;
+    const exec = ['apiVersion: v1', 'kind: Config', 'current-context: x', 'clusters: [{name: x, cluster: {server: "https://127.0.0.1:1"}}]',
+      `users: [{name: x, user: {exec: {apiVersion: client.authentication.k8s.io/v1, command: sh, args: ["-c", "touch ${marker}"]}}}]`, 'contexts: [{name: x, context: {cluster: x, user: x}}]'].join('\n');
+    await applyAsUser({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'cluster-evil', namespace: ns!.name, labels: { [CLUSTER_LABEL]: 'evil' } }, stringData: { kubeconfig: exec } });
+    const secret = await eventually('the Secret of evil to say InvalidKubeconfig', async () => {
+      const got = await getObject('v1', 'Secret', ns!.name, 'cluster-evil');
+      return got?.metadata?.labels?.[CLUSTER_HEALTH_LABEL] === 'InvalidKubeconfig' ? got : undefined;
+    }, { timeoutMs: 30_000 });
+    assert.match(secret.metadata.annotations['myapp.example.com/cluster-message'], /needs an exec plugin/);
+    await applyAsUser(releaseManifest(ns!.name, 'evil', { waves: [{ applications: [{ name: 'api', canaryVersion: '9.0' }] }, { applications: [{ name: 'api', cluster: 'evil', canaryVersion: '9.0' }] }] }));
+    await applyAsUser(releaseManifest(ns!.name, 'nowhere', { waves: [{ applications: [{ name: 'api', cluster: 'zz', canaryVersion: '9.0' }] }] }));
+    const evil = await waitRelease(ns!.name, 'evil', releasePhaseIs('Failed'), 'Failed (refused)', 60_000);
+    assert.match(evil.status.message, /^refused: cluster evil: the kubeconfig of Secret .*\/cluster-evil needs an exec plugin/);
+    const nowhere = await waitRelease(ns!.name, 'nowhere', releasePhaseIs('Failed'), 'Failed (refused)', 60_000);
+    assert.equal(nowhere.status.message, `refused: cluster zz is not registered: no Secret labelled ${CLUSTER_LABEL}=zz in namespace ${ns!.name}`);
+    // Nothing claimed, on the hub either (its claim was let go), and the hub's api never left 1.0.
+    const api = await getObject(API_VERSION, KIND, ns!.name, 'api');
+    assert.equal(api?.metadata?.annotations?.['myapp.example.com/release'], undefined);
+    assert.equal(api?.spec?.image, 'registry.example/api:1.0');
+    assert.equal(await readFile(marker).then(() => true, () => false), false, 'the exec plugin never ran');
   });
 
   it('a Release whose waves name three clusters is promoted cluster by cluster, from a kubectl apply on the hub', async () => {
