@@ -2,7 +2,7 @@
 // their canaries by changing their specs (so each Application's CR keeps saying what runs), observe them, and write
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { canaryImage, parseApplication, type Application } from '../api/application.ts';
+import { imageAtVersion, parseApplication, type Application } from '../api/application.ts';
 import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
 import { KubeError, type Kube, type KubeObject } from '../kube/client.ts';
@@ -123,7 +123,7 @@ async function claimIn(deps: ActivityDeps, kube: Kube, input: ClaimInput): Promi
     }
     const own = app.status?.canary;
     const canary = app.spec.serviceMesh.canary;
-    const image = canaryImage({ ...app.spec, serviceMesh: { ...app.spec.serviceMesh, canary: { ...canary!, enabled: true, canaryVersion: want.canaryVersion, ...(want.image ? { image: want.image } : { image: undefined }) } } });
+    const image = releaseCanaryImage(app, want.canaryVersion, want.image);
     if (owner !== input.release) {
       if (own?.phase && !isTerminal(own.phase)) {
         problems.push({ name: want.name, message: `Application ${want.name} already runs its own canary (${own.version ?? '?'}, ${own.phase}): finish or abort it first` });
@@ -180,6 +180,7 @@ async function startCanaryIn(kube: Kube, input: StartCanaryInput): Promise<void>
   if (raw.metadata.annotations?.[claimKey(input)] !== input.release) {
     throw ApplicationFailure.nonRetryable(`Application ${input.app} is no longer claimed by Release ${input.release}`, FailureType.ReleaseConflict);
   }
+  if (alreadyStarted(raw, input)) return;
   await kube.mergePatch(appRef(input.namespace, input.app), {
     metadata: { resourceVersion: raw.metadata.resourceVersion },
     spec: {
@@ -191,6 +192,26 @@ async function startCanaryIn(kube: Kube, input: StartCanaryInput): Promise<void>
       },
     },
   });
+}
+
+/**
+ * Whether this canary was already started: its spec runs it, or its rollout has begun or ended (status.canary names
+ * this version and image). A retry of startCanary whose first try wrote the spec but was never heard of (the worker
+ * died) must not write it again: the canary may have run and been switched off meanwhile, and writing it again
+ * would switch it back on.
+ */
+function alreadyStarted(raw: RawObject, input: StartCanaryInput): boolean {
+  const spec = (raw['spec'] as { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string; image?: string | null } } } | undefined)?.serviceMesh?.canary;
+  if (spec?.enabled && spec.canaryVersion === input.canaryVersion && (spec.image ?? undefined) === input.image) return true;
+  const ran = raw.status?.canary;
+  if (ran?.version !== input.canaryVersion || !ran.phase) return false;
+  const parsed = parseApplication(raw);
+  return parsed.ok && ran.image === releaseCanaryImage(parsed.app, input.canaryVersion, input.image);
+}
+
+/** The image a Release's canary of `canaryVersion` runs on an Application: the Release's, else its image at that version. */
+function releaseCanaryImage(app: Application, canaryVersion: string, image: string | undefined): string {
+  return image ?? imageAtVersion(app.spec.image, canaryVersion);
 }
 
 /** Stops an Application's canary the Release started (switching it off in the spec aborts the rollout, which compensates). */
