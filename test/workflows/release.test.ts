@@ -38,7 +38,7 @@ async function start(release: ReleaseScript, options: { maxHistoryEvents?: numbe
 const state = (run: Run, ok: (s: ReleaseState) => boolean) => eventually('release state', async () => {
   const s = await run.handle.query(releaseQuery);
   return ok(s) ? s : undefined;
-}, { timeoutMs: 60_000, intervalMs: 50 });
+}, { timeoutMs: 120_000, intervalMs: 100 });
 
 const control = (run: Run, action: ControlAction, by = 'tester') => run.handle.executeUpdate(releaseUpdates[action], { args: [{ by }] });
 const started = (r: Recorder) => r.calls.filter((c) => c.name === 'startCanary').map((c) => c.input['app'] as string);

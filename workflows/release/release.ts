@@ -479,7 +479,8 @@ export class ReleaseEntity {
         const text = `held: cluster ${cluster} cannot be reached (${what}): ${why}; the release goes on when it answers${abortable ? ', or rolls back on abort' : ''}`;
         log.warn(text);
         await this.publish(this.state.phase, text, first ? { reason: 'ClusterUnreachable', type: 'Warning' } : undefined);
-        await this.nap(Math.min(this.pollMs, 5000), `cluster ${cluster} unreachable: try again`, woken);
+        // At most every 5 s, at least every second: a member down for hours costs a handful of events a minute.
+        await this.nap(Math.max(1000, Math.min(this.pollMs, 5000)), `cluster ${cluster} unreachable: try again`, woken);
         if (abortable) this.throwIfStopped();
       }
     }
