@@ -1,4 +1,5 @@
 import type { Kube } from '../kube/client.ts';
+import type { MemberClusters } from '../kube/clusters.ts';
 import type { Logger } from '../operator/log.ts';
 import type { Metrics } from '../operator/metrics.ts';
 import type { HostPattern } from '../reconcile/checks.ts';
@@ -18,6 +19,10 @@ export interface ActivityDeps {
   checkAllowedHosts?: HostPattern[];
   /** The operator's default receiver of rollout notifications (--notify-url), added to every rollout's plan. */
   notifyDefault?: PlanNotification;
+  /** The member clusters fleet Releases reach (kube/clusters.ts). */
+  clusters?: MemberClusters;
+  /** Signals a workflow in another Temporal namespace of the same server (a member cluster's operator's). */
+  signalWorkflow?: (temporalNamespace: string, workflowId: string, signal: string, arg: unknown) => Promise<void>;
 }
 
 /** A link to the workflow in the Temporal UI. */

@@ -1,6 +1,6 @@
 import type {
   CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput,
-  StartJobCheckInput, ReleaseClaimsInput, StopCanaryInput, RevertApplicationInput, ObserveApplicationsInput, FinalizeReleaseInput,
+  StartJobCheckInput, ReleaseClaimsInput, StopCanaryInput, RevertApplicationInput, ObserveApplicationsInput, FinalizeReleaseInput, SignalCanaryInput,
 } from './types.ts';
 import {
   closeCanaryStatus, finishCanarySpec, observeCanary, prepareCanary, promoteStable, removeCanary, restoreStableImage, setCanaryRoute, stableRolledOut, writeCanaryStatus,
@@ -10,7 +10,7 @@ import type { ActivityDeps } from './deps.ts';
 import { queryMetrics } from './metrics.ts';
 import { sendNotification, type SendNotificationInput } from './notify.ts';
 import {
-  claimApplications, finalizeRelease, observeApplications, readRelease, releaseClaims, revertApplication, startCanary, stopCanary, writeReleaseStatus,
+  claimApplications, finalizeRelease, observeApplications, readRelease, releaseClaims, revertApplication, signalCanary, startCanary, stopCanary, writeReleaseStatus,
   type ClaimInput, type ReleaseStatusInput, type StartCanaryInput,
 } from './release.ts';
 import { finalizeApplication, reconcileApplication } from './reconcile.ts';
@@ -40,6 +40,7 @@ export function createActivities(deps: ActivityDeps) {
     claimApplications: (input: ClaimInput) => claimApplications(deps, input),
     releaseClaims: (input: ReleaseClaimsInput) => releaseClaims(deps, input),
     startCanary: (input: StartCanaryInput) => startCanary(deps, input),
+    signalCanary: (input: SignalCanaryInput) => signalCanary(deps, input),
     stopCanary: (input: StopCanaryInput) => stopCanary(deps, input),
     revertApplication: (input: RevertApplicationInput) => revertApplication(deps, input),
     observeApplications: (input: ObserveApplicationsInput) => observeApplications(deps, input),

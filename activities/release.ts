@@ -2,10 +2,11 @@
 // their canaries by changing their specs (so each Application's CR keeps saying what runs), observe them, and write
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { canaryImage, parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FailureType, FINALIZER, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
+import { imageAtVersion, parseApplication, type Application } from '../api/application.ts';
+import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
-import { KubeError, type KubeObject } from '../kube/client.ts';
+import { KubeError, type Kube, type KubeObject } from '../kube/client.ts';
+import { ClusterNotRegistered } from '../kube/clusters.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
@@ -13,8 +14,8 @@ import { releasePlan } from '../reconcile/release-plan.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 import type {
-  AppObservation, ClaimInput, ClaimResult, FinalizeReleaseInput, ObserveApplicationsInput, ReadReleaseResult, ReleaseClaimsInput, ReleaseRef,
-  ReleaseStatusInput, RevertApplicationInput, StartCanaryInput, StopCanaryInput,
+  AppObservation, ClaimInput, ClaimResult, FinalizeReleaseInput, InCluster, ObserveApplicationsInput, ReadReleaseResult, ReleaseClaimsInput, ReleaseRef,
+  ReleaseStatusInput, RevertApplicationInput, SignalCanaryInput, StartCanaryInput, StopCanaryInput,
 } from './types.ts';
 
 export { RELEASE_ANNOTATION } from '../api/constants.ts';
@@ -28,6 +29,32 @@ type RawObject = KubeObject & {
   metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[]; annotations?: Record<string, string> };
   status?: { phase?: string; observedGeneration?: number; canary?: { phase?: string; version?: string; image?: string; message?: string; reason?: string } };
 };
+
+/** The annotation a Release claims an Application with: its own in this cluster, the fleet one in a member. */
+const claimKey = (input: InCluster) => (input.cluster ? FLEET_RELEASE_ANNOTATION : RELEASE_ANNOTATION);
+
+/**
+ * Runs `work` with the client of the cluster the Application is in. In a member cluster, anything that keeps the work
+ * from being done there (not registered, no answer, refused credentials, a server error) fails the activity as
+ * ClusterUnreachable, at once and saying why: the Release holds, visibly, and tries again (workflows/release).
+ */
+async function inCluster<T>(deps: ActivityDeps, input: InCluster, work: (kube: Kube) => Promise<T>): Promise<T> {
+  if (!input.cluster) return work(deps.kube);
+  const cluster = input.cluster;
+  if (!deps.clusters) throw ApplicationFailure.nonRetryable(`cluster ${cluster}: this operator reaches no member clusters (it runs without --clusters-namespace)`, FailureType.ClusterUnreachable);
+  const member = await deps.clusters.get(cluster).catch((err: unknown) => {
+    throw err instanceof ClusterNotRegistered ? ApplicationFailure.nonRetryable(err.message, FailureType.ClusterUnreachable) : err;
+  });
+  const { kube, server } = member;
+  try {
+    return await work(kube);
+  } catch (err) {
+    // A compare-and-swap lost to a concurrent writer is retried like any other.
+    if (err instanceof ApplicationFailure || (err instanceof KubeError && err.status === 409)) throw err;
+    const why = err instanceof Error ? err.message : String(err);
+    throw ApplicationFailure.nonRetryable(`cluster ${cluster} (${server}): ${why}`, FailureType.ClusterUnreachable);
+  }
+}
 
 /** Reads the Release, adds our finalizer, and plans its current generation (or says why it cannot). */
 export async function readRelease(deps: ActivityDeps, input: ReleaseRef): Promise<ReadReleaseResult> {
@@ -54,12 +81,23 @@ export async function readRelease(deps: ActivityDeps, input: ReleaseRef): Promis
  * very canary. Claiming again what is already ours is a no-op, so a retried activity is harmless.
  */
 export async function claimApplications(deps: ActivityDeps, input: ClaimInput): Promise<ClaimResult> {
+  // A cluster that is not registered refuses the Release (nothing was claimed yet); one that does not answer holds it.
+  if (input.cluster && deps.clusters) {
+    const problem = await deps.clusters.get(input.cluster).then(() => undefined, (err: unknown) => (err instanceof ClusterNotRegistered ? err.message : undefined));
+    if (problem) return { ok: false, message: problem, refused: input.apps.map((a) => ({ name: a.name, message: problem })) };
+  }
+  return inCluster(deps, input, (kube) => claimIn(deps, kube, input));
+}
+
+async function claimIn(deps: ActivityDeps, kube: Kube, input: ClaimInput): Promise<ClaimResult> {
   const problems: { name: string; message: string }[] = [];
   const found: { raw: RawObject; app: Application; image: string }[] = [];
+  const where = input.cluster ? ` of cluster ${input.cluster}` : '';
+  const key = claimKey(input);
   for (const want of input.apps) {
-    const raw = await deps.kube.get<RawObject>(appRef(input.namespace, want.name));
+    const raw = await kube.get<RawObject>(appRef(input.namespace, want.name));
     if (!raw || raw.metadata.deletionTimestamp) {
-      problems.push({ name: want.name, message: `Application ${want.name} does not exist in namespace ${input.namespace}` });
+      problems.push({ name: want.name, message: `Application ${want.name} does not exist in namespace ${input.namespace}${where}` });
       continue;
     }
     const parsed = parseApplication(raw);
@@ -68,9 +106,15 @@ export async function claimApplications(deps: ActivityDeps, input: ClaimInput): 
       continue;
     }
     const app = parsed.app;
-    const owner = raw.metadata.annotations?.[RELEASE_ANNOTATION];
-    if (owner && owner !== input.release && await releaseRuns(deps, input.namespace, owner)) {
-      problems.push({ name: want.name, message: `Application ${want.name} is already in Release ${owner}, which is running` });
+    const owner = raw.metadata.annotations?.[key];
+    // A fleet claim names a Release of this (the hub's) cluster; a member's own Release may hold it too.
+    if (owner && owner !== input.release && await releaseRuns(deps.kube, input.namespace, owner)) {
+      problems.push({ name: want.name, message: `Application ${want.name}${where} is already in Release ${owner}, which is running` });
+      continue;
+    }
+    const local = input.cluster ? raw.metadata.annotations?.[RELEASE_ANNOTATION] : undefined;
+    if (local && await releaseRuns(kube, input.namespace, local)) {
+      problems.push({ name: want.name, message: `Application ${want.name}${where} is in that cluster's own Release ${local}, which is running` });
       continue;
     }
     if (!app.spec.serviceMesh?.enabled) {
@@ -79,7 +123,7 @@ export async function claimApplications(deps: ActivityDeps, input: ClaimInput): 
     }
     const own = app.status?.canary;
     const canary = app.spec.serviceMesh.canary;
-    const image = canaryImage({ ...app.spec, serviceMesh: { ...app.spec.serviceMesh, canary: { ...canary!, enabled: true, canaryVersion: want.canaryVersion, ...(want.image ? { image: want.image } : { image: undefined }) } } });
+    const image = releaseCanaryImage(app, want.canaryVersion, want.image);
     if (owner !== input.release) {
       if (own?.phase && !isTerminal(own.phase)) {
         problems.push({ name: want.name, message: `Application ${want.name} already runs its own canary (${own.version ?? '?'}, ${own.phase}): finish or abort it first` });
@@ -98,38 +142,46 @@ export async function claimApplications(deps: ActivityDeps, input: ClaimInput): 
   }
   if (problems.length) return { ok: false, message: problems.map((p) => p.message).join('; '), refused: problems };
   for (const { raw } of found) {
-    if (raw.metadata.annotations?.[RELEASE_ANNOTATION] === input.release) continue;
+    if (raw.metadata.annotations?.[key] === input.release) continue;
     // Compare-and-swap: a concurrent claim by another Release gives a 409 and the activity retries on fresh state.
-    await deps.kube.mergePatch(appRef(input.namespace, raw.metadata.name), {
-      metadata: { resourceVersion: raw.metadata.resourceVersion, annotations: { [RELEASE_ANNOTATION]: input.release } },
+    await kube.mergePatch(appRef(input.namespace, raw.metadata.name), {
+      metadata: { resourceVersion: raw.metadata.resourceVersion, annotations: { [key]: input.release } },
     });
   }
   return { ok: true, apps: found.map(({ app, image }) => ({ name: app.metadata.name, image, previousImage: app.spec.image })) };
 }
 
 /** Whether a Release exists and has not finished (a claim of a finished or deleted Release is stale). */
-async function releaseRuns(deps: ActivityDeps, namespace: string, name: string): Promise<boolean> {
-  const other = await deps.kube.get<RawObject>(releaseRef(namespace, name));
+async function releaseRuns(kube: Kube, namespace: string, name: string): Promise<boolean> {
+  const other = await kube.get<RawObject>(releaseRef(namespace, name));
   return Boolean(other && !terminalReleasePhases.has(other.status?.phase ?? ''));
 }
 
 /** Lets go of the Release's Applications (only those it still holds). */
 export async function releaseClaims(deps: ActivityDeps, input: ReleaseClaimsInput): Promise<void> {
-  for (const name of input.apps) {
-    const raw = await deps.kube.get<RawObject>(appRef(input.namespace, name));
-    if (raw?.metadata.annotations?.[RELEASE_ANNOTATION] !== input.release) continue;
-    await deps.kube.mergePatch(appRef(input.namespace, name), { metadata: { annotations: { [RELEASE_ANNOTATION]: null } } }).catch(notFoundIsDone);
-  }
+  const key = claimKey(input);
+  await inCluster(deps, input, async (kube) => {
+    for (const name of input.apps) {
+      const raw = await kube.get<RawObject>(appRef(input.namespace, name));
+      if (raw?.metadata.annotations?.[key] !== input.release) continue;
+      await kube.mergePatch(appRef(input.namespace, name), { metadata: { annotations: { [key]: null } } }).catch(notFoundIsDone);
+    }
+  });
 }
 
 /** Starts an Application's canary by writing it into the Application's spec (its workflow runs the rollout). */
 export async function startCanary(deps: ActivityDeps, input: StartCanaryInput): Promise<void> {
-  const raw = await deps.kube.get<RawObject>(appRef(input.namespace, input.app));
+  await inCluster(deps, input, (kube) => startCanaryIn(kube, input));
+}
+
+async function startCanaryIn(kube: Kube, input: StartCanaryInput): Promise<void> {
+  const raw = await kube.get<RawObject>(appRef(input.namespace, input.app));
   if (!raw || raw.metadata.deletionTimestamp) throw ApplicationFailure.nonRetryable(`Application ${input.app} was deleted`, FailureType.ApplicationGone);
-  if (raw.metadata.annotations?.[RELEASE_ANNOTATION] !== input.release) {
+  if (raw.metadata.annotations?.[claimKey(input)] !== input.release) {
     throw ApplicationFailure.nonRetryable(`Application ${input.app} is no longer claimed by Release ${input.release}`, FailureType.ReleaseConflict);
   }
-  await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+  if (alreadyStarted(raw, input)) return;
+  await kube.mergePatch(appRef(input.namespace, input.app), {
     metadata: { resourceVersion: raw.metadata.resourceVersion },
     spec: {
       serviceMesh: {
@@ -142,21 +194,49 @@ export async function startCanary(deps: ActivityDeps, input: StartCanaryInput): 
   });
 }
 
+/**
+ * Whether this canary was already started: its spec runs it, or its rollout has begun or ended (status.canary names
+ * this version and image). A retry of startCanary whose first try wrote the spec but was never heard of (the worker
+ * died) must not write it again: the canary may have run and been switched off meanwhile, and writing it again
+ * would switch it back on.
+ */
+function alreadyStarted(raw: RawObject, input: StartCanaryInput): boolean {
+  const spec = (raw['spec'] as { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string; image?: string | null } } } | undefined)?.serviceMesh?.canary;
+  if (spec?.enabled && spec.canaryVersion === input.canaryVersion && (spec.image ?? undefined) === input.image) return true;
+  const ran = raw.status?.canary;
+  if (ran?.version !== input.canaryVersion || !ran.phase) return false;
+  const parsed = parseApplication(raw);
+  return parsed.ok && ran.image === releaseCanaryImage(parsed.app, input.canaryVersion, input.image);
+}
+
+/** The image a Release's canary of `canaryVersion` runs on an Application: the Release's, else its image at that version. */
+function releaseCanaryImage(app: Application, canaryVersion: string, image: string | undefined): string {
+  return image ?? imageAtVersion(app.spec.image, canaryVersion);
+}
+
 /** Stops an Application's canary the Release started (switching it off in the spec aborts the rollout, which compensates). */
 export async function stopCanary(deps: ActivityDeps, input: StopCanaryInput): Promise<void> {
-  const raw = await deps.kube.get<RawObject & { spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input.namespace, input.app));
+  await inCluster(deps, input, (kube) => stopCanaryIn(kube, input));
+}
+
+async function stopCanaryIn(kube: Kube, input: StopCanaryInput): Promise<void> {
+  const raw = await kube.get<RawObject & { spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input.namespace, input.app));
   const canary = raw?.spec?.serviceMesh?.canary;
   if (!raw || !canary?.enabled || canary.canaryVersion !== input.canaryVersion) return;
-  await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+  await kube.mergePatch(appRef(input.namespace, input.app), {
     metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { serviceMesh: { canary: { enabled: false } } },
   }).catch(notFoundIsDone);
 }
 
 /** Puts an Application's previous image back, unless someone changed its image since the Release promoted it. */
 export async function revertApplication(deps: ActivityDeps, input: RevertApplicationInput): Promise<boolean> {
-  const raw = await deps.kube.get<RawObject & { spec?: { image?: string } }>(appRef(input.namespace, input.app));
+  return inCluster(deps, input, (kube) => revertIn(kube, input));
+}
+
+async function revertIn(kube: Kube, input: RevertApplicationInput): Promise<boolean> {
+  const raw = await kube.get<RawObject & { spec?: { image?: string } }>(appRef(input.namespace, input.app));
   if (!raw || raw.metadata.deletionTimestamp || raw.spec?.image !== input.image) return false;
-  const patched = await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+  const patched = await kube.mergePatch(appRef(input.namespace, input.app), {
     metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { image: input.previousImage, serviceMesh: { canary: { enabled: false } } },
   });
   if (!input.release) return true;
@@ -164,11 +244,11 @@ export async function revertApplication(deps: ActivityDeps, input: RevertApplica
   const message = `Release ${input.release} put ${input.previousImage} back${input.why ? `: ${input.why}` : ''}`;
   const canary = raw.status?.canary;
   if (canary?.phase === RolloutPhase.Promoted && canary.image === input.image) {
-    await deps.kube.mergePatch(appRef(input.namespace, input.app), {
+    await kube.mergePatch(appRef(input.namespace, input.app), {
       status: { canary: { phase: RolloutPhase.RolledBack, reason: Reason.ReleaseReverted, message, weight: 0 } },
     }, 'status').catch(notFoundIsDone);
   }
-  await recordEvent(deps.kube, {
+  await recordEvent(kube, {
     namespace: input.namespace, name: input.app, uid: patched?.metadata.uid ?? raw.metadata.uid ?? '', type: 'Warning', reason: Reason.ReleaseReverted, message,
   });
   return true;
@@ -176,10 +256,15 @@ export async function revertApplication(deps: ActivityDeps, input: RevertApplica
 
 /** Reads each Application, its canary's status and its stable Deployment. */
 export async function observeApplications(deps: ActivityDeps, input: ObserveApplicationsInput): Promise<AppObservation[]> {
+  const seen = await inCluster(deps, input, (kube) => observeIn(kube, input));
+  return input.cluster ? seen.map((o) => ({ ...o, cluster: input.cluster })) : seen;
+}
+
+function observeIn(kube: Kube, input: ObserveApplicationsInput): Promise<AppObservation[]> {
   return Promise.all(input.apps.map(async (name): Promise<AppObservation> => {
     const [raw, deployment] = await Promise.all([
-      deps.kube.get<RawObject>(appRef(input.namespace, name)),
-      deps.kube.get<ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>({ ...kinds.deployment, namespace: input.namespace, name }),
+      kube.get<RawObject>(appRef(input.namespace, name)),
+      kube.get<ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>({ ...kinds.deployment, namespace: input.namespace, name }),
     ]);
     if (!raw || raw.metadata.deletionTimestamp) return { name, exists: false, running: false };
     const spec = raw['spec'] as { image?: string; serviceMesh?: { canary?: { enabled?: boolean } } } | undefined;
@@ -199,6 +284,23 @@ export async function observeApplications(deps: ActivityDeps, input: ObserveAppl
       ...(deploymentImage ? { deploymentImage } : {}),
     };
   }));
+}
+
+/**
+ * Sends a control signal to the rollout of an Application in a member cluster, in the Temporal namespace its
+ * operator runs in (the cluster's Secret names it). A rollout that is over or not started takes none: not an error.
+ */
+export async function signalCanary(deps: ActivityDeps, input: SignalCanaryInput): Promise<boolean> {
+  const member = await inCluster(deps, { cluster: input.cluster }, async () => deps.clusters!.get(input.cluster));
+  if (!member.temporalNamespace || !deps.signalWorkflow) return false;
+  try {
+    await deps.signalWorkflow(member.temporalNamespace, input.workflowId, input.signal, input.request);
+    return true;
+  } catch (err) {
+    const name = err instanceof Error ? err.name : '';
+    if (name === 'WorkflowNotFoundError') return false;
+    throw err;
+  }
 }
 
 /** Writes the Release's status (a merge patch of what changed) and records a transition as an Event on it. */

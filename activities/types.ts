@@ -257,7 +257,12 @@ export type ReadReleaseResult =
   | { outcome: 'invalid'; uid: string; generation: number; message: string }
   | { outcome: 'ready'; uid: string; generation: number; plan: ReleasePlan; finishedPhase?: string };
 
-export interface ClaimInput {
+/** Where an Application of a Release is: absent, the operator's own cluster; else a registered member cluster. */
+export interface InCluster {
+  cluster?: string;
+}
+
+export interface ClaimInput extends InCluster {
   namespace: string;
   release: string;
   apps: { name: string; canaryVersion: string; image?: string }[];
@@ -268,13 +273,13 @@ export type ClaimResult =
   /** Refused: every problem in one message, and each Application's own. */
   | { ok: false; message: string; refused: { name: string; message: string }[] };
 
-export interface ReleaseClaimsInput {
+export interface ReleaseClaimsInput extends InCluster {
   namespace: string;
   release: string;
   apps: string[];
 }
 
-export interface StartCanaryInput {
+export interface StartCanaryInput extends InCluster {
   namespace: string;
   release: string;
   app: string;
@@ -284,13 +289,13 @@ export interface StartCanaryInput {
   analysis?: unknown;
 }
 
-export interface StopCanaryInput {
+export interface StopCanaryInput extends InCluster {
   namespace: string;
   app: string;
   canaryVersion: string;
 }
 
-export interface RevertApplicationInput {
+export interface RevertApplicationInput extends InCluster {
   namespace: string;
   app: string;
   image: string;
@@ -300,7 +305,7 @@ export interface RevertApplicationInput {
   why?: string;
 }
 
-export interface ObserveApplicationsInput {
+export interface ObserveApplicationsInput extends InCluster {
   namespace: string;
   apps: string[];
 }
@@ -308,6 +313,8 @@ export interface ObserveApplicationsInput {
 /** One Application as the Release follows it. */
 export interface AppObservation {
   name: string;
+  /** The member cluster it is in (absent: the operator's own). */
+  cluster?: string;
   exists: boolean;
   specImage?: string;
   canary?: { enabled: boolean; phase?: string; version?: string; image?: string; message?: string; reason?: string };
@@ -321,6 +328,18 @@ export interface ReleaseStatusInput {
   name: string;
   status: Record<string, unknown>;
   event?: { reason: string; message: string; type: 'Normal' | 'Warning' };
+}
+
+/** A control signal to the rollout of an Application in a member cluster (sent to its operator's Temporal namespace). */
+export interface SignalCanaryInput {
+  cluster: string;
+  /** The Application's namespace and name (the workflow id says them too; kept for the history's reader). */
+  namespace: string;
+  app: string;
+  /** The rollout's workflow id (the same in every cluster's Temporal namespace). */
+  workflowId: string;
+  signal: 'promote' | 'pause' | 'resume' | 'abort';
+  request: { by?: string; reason?: string };
 }
 
 export interface FinalizeReleaseInput extends ReleaseRef {

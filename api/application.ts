@@ -627,8 +627,13 @@ export function canaryImage(spec: ApplicationSpec): string {
   const canary = spec.serviceMesh?.canary;
   if (canary?.image !== undefined) return canary.image;
   if (canary?.canaryVersion === undefined) throw new Error('the canary has neither an image nor a canaryVersion');
-  const repository = spec.image.split('@')[0] ?? spec.image;
+  return imageAtVersion(spec.image, canary.canaryVersion);
+}
+
+/** An image with its tag (or digest) replaced by `version`: registry.example/api:1.0 at 2.0 is registry.example/api:2.0. */
+export function imageAtVersion(image: string, version: string): string {
+  const repository = image.split('@')[0] ?? image;
   const tagAt = repository.lastIndexOf(':');
   const untagged = tagAt > repository.lastIndexOf('/') ? repository.slice(0, tagAt) : repository;
-  return `${untagged}:${canary.canaryVersion}`;
+  return `${untagged}:${version}`;
 }

@@ -112,8 +112,50 @@ export function isTerminal(phase: string | undefined): boolean {
 
 /** The annotation that says which Release an Application belongs to while the Release runs. */
 export const RELEASE_ANNOTATION = `${GROUP}/release`;
+/**
+ * The same claim on an Application in a member cluster, by a Release of the hub (its name; same namespace). Its own
+ * key, so the member's operator does not take it for a Release of its own cluster.
+ */
+export const FLEET_RELEASE_ANNOTATION = `${GROUP}/fleet-release`;
 
 export const RELEASE_KIND = 'Release';
+
+/** An Application of a Release by where it is: its name, or cluster/name in a member cluster. */
+export function releaseAppKey(a: { name: string; cluster?: string | undefined }): string {
+  return a.cluster ? `${a.cluster}/${a.name}` : a.name;
+}
+
+// ---- member clusters (fleet Releases) ----
+
+/**
+ * A member cluster is registered with a Secret in the operator's namespace carrying this label, whose value is the
+ * cluster's name (what a Release's `cluster` field says). docs/architecture.md tells the fleet design.
+ */
+export const CLUSTER_LABEL = `${GROUP}/cluster`;
+/** The Secret's key holding the member's kubeconfig (one context, credentials embedded). */
+export const CLUSTER_KUBECONFIG_KEY = 'kubeconfig';
+/** The Secret's key naming the Temporal namespace the member's own operator runs in (its canaries are steered there). */
+export const CLUSTER_TEMPORAL_NAMESPACE_KEY = 'temporalNamespace';
+/** The operator writes a member's health on its Secret: a label (for `kubectl get -L`) and annotations with the details. */
+export const CLUSTER_HEALTH_LABEL = `${GROUP}/cluster-health`;
+export const CLUSTER_VERSION_ANNOTATION = `${GROUP}/cluster-version`;
+export const CLUSTER_MESSAGE_ANNOTATION = `${GROUP}/cluster-message`;
+/** When the health last changed (it is written only then, so a steady fleet costs no writes). */
+export const CLUSTER_SINCE_ANNOTATION = `${GROUP}/cluster-health-since`;
+/** A member's health as the operator last probed it. */
+export const ClusterHealth = {
+  /** Reachable, and the Application and Release CRDs are installed. */
+  Ready: 'Ready',
+  /** The API server did not answer, or refused the credentials. */
+  Unreachable: 'Unreachable',
+  /** Reachable, but without the operator's CRDs. */
+  MissingCRDs: 'MissingCRDs',
+  /** The Secret's kubeconfig cannot be used. */
+  InvalidKubeconfig: 'InvalidKubeconfig',
+} as const;
+export type ClusterHealth = (typeof ClusterHealth)[keyof typeof ClusterHealth];
+/** The namespace the operator reads cluster Secrets from when it runs outside a cluster (in one: its own). */
+export const DEFAULT_CLUSTERS_NAMESPACE = 'application-operator';
 export const RELEASE_PLURAL = 'releases';
 
 /** Phases of a Release (status.phase). */
@@ -246,6 +288,8 @@ export const FailureType = {
   ReleaseConflict: 'ReleaseConflict',
   /** A check or an Application's analysis would call a host the operator's --check-allowed-hosts does not allow. */
   CheckNotAllowed: 'CheckNotAllowed',
+  /** A member cluster a Release names could not be reached (or refused the operator's credentials): the Release holds. */
+  ClusterUnreachable: 'ClusterUnreachable',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 

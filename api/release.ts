@@ -3,24 +3,30 @@
 import { z } from 'zod';
 import { analysisSchema, canaryImageSchema, canaryStepSchema, canaryVersionSchema } from './application.ts';
 import { API_VERSION, MAX_NAME_LENGTH } from './constants.ts';
-import { DNS1035_LABEL, DNS1123_LABEL, duration, issuesMessage, list, str, uniqueBy } from './schema.ts';
+import { DNS1035_LABEL, DNS1123_LABEL, duration, issuesMessage, list, str } from './schema.ts';
 
 export { RELEASE_KIND, ReleaseAppPhase, ReleasePhase, terminalReleasePhases } from './constants.ts';
-import { RELEASE_KIND } from './constants.ts';
+import { RELEASE_KIND, releaseAppKey } from './constants.ts';
+export { releaseAppKey } from './constants.ts';
 
 const appName = str(MAX_NAME_LENGTH).refine((s) => DNS1035_LABEL.test(s), 'applications[].name must be the name of an Application (a DNS-1035 label)');
 
+const clusterName = str(63).refine((s) => DNS1123_LABEL.test(s), "cluster must be the name of a registered member cluster (lowercase letters, digits and '-')");
+
 const releaseAppSchema = z.object({
   name: appName,
+  /** A member cluster's name; absent: the operator's own cluster. */
+  cluster: clusterName.optional(),
   canaryVersion: canaryVersionSchema,
   image: canaryImageSchema.optional(),
 });
+
 
 const waveSchema = z.object({
   name: str(63).refine((s) => DNS1123_LABEL.test(s), 'wave name must be lowercase letters, digits and \'-\'').optional(),
   applications: list(releaseAppSchema, 20)
     .refine((a) => a.length >= 1, 'should have at least 1 items')
-    .superRefine(uniqueBy('name')),
+    .refine((apps) => new Set(apps.map(releaseAppKey)).size === apps.length, 'Duplicate value: an Application may appear once per cluster in a wave'),
   steps: list(canaryStepSchema, 50).optional(),
 });
 
@@ -37,11 +43,12 @@ export const releaseSpecSchema = z
   .superRefine((spec, ctx) => {
     const seen = new Map<string, number>();
     spec.waves.forEach((wave, w) => wave.applications.forEach((a) => {
-      const first = seen.get(a.name);
+      const key = releaseAppKey(a);
+      const first = seen.get(key);
       if (first !== undefined && first !== w) {
-        ctx.addIssue({ code: 'custom', path: ['waves'], message: `an Application may be in one wave only: ${a.name} is in waves ${first + 1} and ${w + 1}` });
+        ctx.addIssue({ code: 'custom', path: ['waves'], message: `an Application may be in one wave only (per cluster): ${key} is in waves ${first + 1} and ${w + 1}` });
       }
-      seen.set(a.name, w);
+      seen.set(key, w);
     }));
   });
 

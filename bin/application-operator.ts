@@ -8,7 +8,7 @@ import { connectClient } from '../operator/temporal.ts';
 import { codecServerConfig, runCodecServer, withCodecServerOptions } from '../operator/codec-server.ts';
 import { appStatus, control, defaultNamespace, formatFailing, formatResult, formatRollout, requester, type ControlAction } from '../client/control.ts';
 import { formatHistory, rolloutHistory } from '../client/history.ts';
-import { controlRelease, formatRelease, releaseStatus } from '../client/release.ts';
+import { controlRelease, formatRelease, formatReleaseHistory, releaseHistory, releaseStatus } from '../client/release.ts';
 
 const program = new Command('application-operator').description('Kubernetes operator for Applications, reconciled by Temporal workflows');
 
@@ -105,6 +105,18 @@ for (const [action, description] of Object.entries(releaseActions) as [ControlAc
       }
     });
 }
+withClientOptions(withRelease(release.command('history').description('the Release\'s story, oldest first: every status it wrote (waves started and promoted, clusters held at and answering again, what was put back and why), read from its workflow histories'))
+  .option('-o, --output <format>', 'text or json', 'text'))
+  .action(async (name: string, opts: Record<string, unknown>) => {
+    const ns = namespaceOf(opts);
+    const { client, connection } = await connectClient(clientConfig(opts));
+    try {
+      const entries = await releaseHistory(client, ns, name);
+      console.log(opts['output'] === 'json' ? JSON.stringify(entries, null, 2) : formatReleaseHistory(ns, name, entries));
+    } finally {
+      await connection.close();
+    }
+  });
 withClientOptions(withRelease(release.command('status').description('show the Release: its phase, wave, and each Application'))
   .option('-o, --output <format>', 'text or json', 'text'))
   .action(async (name: string, opts: Record<string, unknown>) => {

@@ -10,7 +10,7 @@ import type { RequestOptions } from 'node:https';
 import { homedir } from 'node:os';
 import { delimiter, dirname, isAbsolute, join } from 'node:path';
 import { promisify } from 'node:util';
-import { parse } from 'yaml';
+import { YAMLParseError, parse } from 'yaml';
 
 /** What our Kubernetes client needs of a kubeconfig; client-node's KubeConfig has the same shape. */
 export interface KubeCredentials {
@@ -221,14 +221,46 @@ function kubeconfigFiles(path: string | undefined, env: NodeJS.ProcessEnv): stri
 
 /** Reads the files, the first one's current-context and the first definition of each name winning (as kubectl merges them). */
 function merge(files: string[]): Merged {
+  return mergeDocuments(files.map((file) => ({ text: readFileSync(file, 'utf8'), dir: dirname(file), what: file })));
+}
+
+/**
+ * A kubeconfig given as text (a member cluster's, from a Secret), read like a file in `dir`. Throws saying why it
+ * cannot be used; an exec plugin, and what only client-node reads (an auth-provider, a proxy, impersonation), are
+ * refused here.
+ */
+export function kubeconfigFromText(text: string, what: string, dir = process.cwd()): KubeCredentials {
+  const merged = mergeDocuments([{ text, dir, what }]);
+  // Whoever may write the Secret must not be able to run a command in the operator: no exec plugins (use a token).
+  // Nor read the operator's files (its own service-account token, sent to a server the Secret names): data only.
+  const { cluster: c, user: u } = merged;
+  const files = [c['certificate-authority'], u['client-certificate'], u['client-key'], u.tokenFile].some(Boolean);
+  const needs = u.exec ? 'an exec plugin (a command the operator would run)' : files ? 'files of the operator (certificate, key or token paths; embed them as *-data or token)' : unsupported(merged);
+  if (needs) throw new Error(`${what} needs ${needs}, which a member cluster's kubeconfig may not use: give it a token or a client certificate`);
+  return merged.credentials;
+}
+
+/**
+ * Parses a kubeconfig's YAML. A syntax error says where, never what the line holds: the parser's message quotes the
+ * line, which in a kubeconfig may be a token or a key, and this message reaches logs, status and Events.
+ */
+function parseKubeconfig(text: string, what: string): Document | null {
+  try {
+    return parse(text) as Document | null;
+  } catch (err) {
+    const at = err instanceof YAMLParseError && err.linePos ? ` (line ${err.linePos[0].line}, column ${err.linePos[0].col})` : '';
+    throw new Error(`${what} is not valid YAML${at}`, { cause: err });
+  }
+}
+
+function mergeDocuments(sources: { text: string; dir: string; what: string }[]): Merged {
   const clusters = new Map<string, { entry: ClusterEntry; dir: string }>();
   const users = new Map<string, { entry: UserEntry; dir: string }>();
   const contexts = new Map<string, ContextEntry>();
   let current: string | undefined;
-  for (const file of files) {
-    const doc = parse(readFileSync(file, 'utf8')) as Document | null;
-    if (!doc || typeof doc !== 'object') throw new Error(`${file} is not a kubeconfig (empty, or not a YAML mapping)`);
-    const dir = dirname(file);
+  for (const { text, dir, what } of sources) {
+    const doc = parseKubeconfig(text, what);
+    if (!doc || typeof doc !== 'object') throw new Error(`${what} is not a kubeconfig (empty, or not a YAML mapping)`);
     current ??= doc['current-context'] || undefined;
     for (const c of doc.clusters ?? []) if (!clusters.has(c.name)) clusters.set(c.name, { entry: c.cluster ?? {}, dir });
     for (const u of doc.users ?? []) if (!users.has(u.name)) users.set(u.name, { entry: u.user ?? {}, dir });

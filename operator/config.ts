@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { parseHostAllowlist, type HostPattern } from '../reconcile/checks.ts';
 import { NOTIFICATION_FORMATS, type NotificationFormat } from '../api/application.ts';
 import type { PlanNotification } from '../reconcile/notify.ts';
+import { DEFAULT_CLUSTERS_NAMESPACE } from '../api/constants.ts';
 
 /**
  * What a client of the operator's workflows needs (the CLI's promote, status, history...): the Temporal connection,
@@ -57,6 +58,10 @@ export interface OperatorConfig {
   notifyDefault?: PlanNotification;
   /** An OTLP/HTTP endpoint for traces (else the OTEL_* variables decide; operator/tracing.ts). */
   otlpEndpoint?: string;
+  /** Where member clusters are registered (Secrets labelled myapp.example.com/cluster; kube/clusters.ts). */
+  clustersNamespace: string;
+  /** How often the leader probes the member clusters and writes their health on their Secrets (0: never). */
+  clusterProbeSeconds: number;
 }
 
 const int = (v: string) => {
@@ -119,6 +124,8 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--check-allowed-hosts <list>', 'comma-separated hosts (name, IP or *.suffix, optionally :port, or a CIDR range such as 10.0.0.0/8) that HTTP checks and an Application\'s analysis.prometheusAddress may call; empty: any').env('CHECK_ALLOWED_HOSTS').default(''))
     .addOption(new Option('--notify-url <url>', 'where every rollout\'s notifications also go (an Application adds its own in spec.notifications); --check-allowed-hosts applies').env('NOTIFY_URL'))
     .addOption(new Option('--notify-format <format>', 'what --notify-url receives: json, slack or teams').env('NOTIFY_FORMAT').choices(NOTIFICATION_FORMATS).default('json'))
+    .addOption(new Option('--clusters-namespace <ns>', `namespace of the Secrets that register member clusters for fleet Releases (default: $POD_NAMESPACE, else ${DEFAULT_CLUSTERS_NAMESPACE})`).env('CLUSTERS_NAMESPACE'))
+    .addOption(new Option('--cluster-probe-seconds <s>', 'probe the member clusters this often and write their health on their Secrets (0: never)').env('CLUSTER_PROBE_SECONDS').argParser(int).default(30))
     .addOption(new Option('--otlp-endpoint <url>', 'send traces over OTLP/HTTP to this base URL (e.g. http://jaeger:4318); the OTEL_* variables work too (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_SERVICE_NAME, OTEL_SDK_DISABLED...); off when neither is set'));
 }
 
@@ -170,6 +177,8 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     leaseRetryPeriodSeconds: (opts['leaseRetryPeriodSeconds'] as number | undefined) ?? 2,
     shutdownTimeoutSeconds: (opts['shutdownTimeoutSeconds'] as number | undefined) ?? 20,
     checkAllowedHosts: parseHostAllowlist(str('checkAllowedHosts') ?? ''),
+    clustersNamespace: str('clustersNamespace') ?? (process.env['POD_NAMESPACE'] || DEFAULT_CLUSTERS_NAMESPACE),
+    clusterProbeSeconds: (opts['clusterProbeSeconds'] as number | undefined) ?? 30,
   };
   const notifyUrl = str('notifyUrl');
   if (notifyUrl) {

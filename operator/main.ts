@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { createActivities } from '../activities/index.ts';
 import { Kube } from '../kube/client.ts';
+import { MemberClusters } from '../kube/clusters.ts';
 import { loadKubeconfig, NoCurrentCluster, type KubeCredentials } from '../kube/config.ts';
 import { Watcher } from '../watcher/watcher.ts';
 import { searchAttributeKeys } from '../workflows/search-attributes.ts';
@@ -16,6 +17,7 @@ import { createMetrics } from './metrics.ts';
 import { startHttpServer } from './server.ts';
 import { electorFor, runWhileLeader } from './leader.ts';
 import { connectClient, connectWorker, dataConverterFor } from './temporal.ts';
+import { probeLoop, temporalSignaller } from './fleet.ts';
 import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
 import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
@@ -161,6 +163,11 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
   const kube = new Kube(kc);
   /** What to undo at stop, in the order it was started (stopped in reverse). */
   const started: { what: string; stop: () => Promise<void> }[] = [];
+  // Fleet Releases reach member clusters through their Secrets (kube/clusters.ts), and steer their canaries through
+  // the members' Temporal namespaces on the same server (one connection, opened when first needed).
+  const memberClusters = new MemberClusters(kube, cfg.clustersNamespace);
+  const memberSignals = temporalSignaller(cfg);
+  started.push({ what: 'the connection to member clusters\' Temporal namespaces', stop: () => memberSignals.close() });
   // Stopped last: the spans of stopping are flushed too.
   if (tracing) started.push({ what: 'tracing (flushing spans)', stop: () => tracing.shutdown() });
   let watcher: Watcher | undefined;
@@ -239,6 +246,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       const connection = await retrying('worker', () => connectWorker(cfg), (c) => c.close());
       const activities = createActivities({
         kube, temporalNamespace: cfg.temporalNamespace, metrics, log, checkAllowedHosts: cfg.checkAllowedHosts,
+        clusters: memberClusters, signalWorkflow: memberSignals.send,
         ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
         ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
         ...(cfg.notifyDefault ? { notifyDefault: cfg.notifyDefault } : {}),
@@ -294,7 +302,9 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         },
       });
       watcher = wt;
+      const probing = cfg.clusterProbeSeconds > 0 ? probeLoop(memberClusters, kube, cfg.clusterProbeSeconds, log.child({ module: 'clusters' })) : undefined;
       const stopWatcher = async () => {
+        await probing?.stop();
         await wt.stop();
         await connection.close();
         if (watcher === wt) watcher = undefined;

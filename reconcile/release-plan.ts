@@ -12,7 +12,7 @@ export function releasePlan(release: Release): ReleasePlan {
       const steps = w.steps ?? spec.steps;
       return {
         name: w.name ?? `wave ${i + 1}`,
-        apps: w.applications.map((a) => ({ name: a.name, canaryVersion: a.canaryVersion, ...(a.image ? { image: a.image } : {}) })),
+        apps: w.applications.map((a) => ({ name: a.name, ...(a.cluster ? { cluster: a.cluster } : {}), canaryVersion: a.canaryVersion, ...(a.image ? { image: a.image } : {}) })),
         ...(steps ? { steps } : {}),
         ...(spec.analysis ? { analysis: spec.analysis } : {}),
       };

@@ -4,6 +4,8 @@ import type { AnalysisSpec, CanaryStep } from '../api/application.ts';
 
 export interface ReleaseAppPlan {
   name: string;
+  /** The member cluster it is in; absent: the operator's own. */
+  cluster?: string;
   canaryVersion: string;
   image?: string;
 }

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -15,6 +15,7 @@ import { assertPortFree, freePort } from '../lib/net.ts';
 import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { artifactPaths, type ArtifactPaths } from './versions.ts';
+import { addMemberClusters, stopMemberClusters } from './clusters.ts';
 
 const exec = promisify(execFile);
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
@@ -43,8 +44,18 @@ export const defaultPorts: StackPorts = {
 export const serverNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok', 'temporal', 'prometheus'] as const;
 export type ServerName = (typeof serverNames)[number];
 
-/** What `up` writes to <stateDir>/stack.json, enough for any process to use or restart the stack. */
-export interface StackInfo {
+/** The servers of a Kubernetes control plane, all a member cluster runs (stack/clusters.ts); in start order. */
+export const controlPlaneServerNames = ['etcd', 'kube-apiserver', 'kube-controller-manager', 'kube-scheduler', 'kwok'] as const satisfies readonly ServerName[];
+export type ControlPlaneServerName = (typeof controlPlaneServerNames)[number];
+
+/** The ports of a control plane's servers. */
+export type ControlPlanePorts = Pick<StackPorts, 'etcd' | 'etcdPeer' | 'apiserver' | 'scheduler' | 'kwok'>;
+
+/**
+ * What `up` writes to <stateDir>/stack.json, enough for any process to use or restart the stack. `S` is the servers
+ * it runs: every one for the hub (the stack `up` starts), the control plane's for a member cluster (MemberStackInfo).
+ */
+export interface StackInfo<S extends ServerName = ServerName> {
   stateDir: string;
   kubeconfig: string;
   apiserverUrl: string;
@@ -56,7 +67,13 @@ export interface StackInfo {
   headless: boolean;
   /** The codec server the Temporal UI sends payloads to, if any (`up --codec-endpoint`). */
   codecEndpoint?: string;
-  servers: Record<ServerName, ServerSpec & { pid?: number }>;
+  servers: Record<S, ServerSpec & { pid?: number }>;
+  /** Where the CA, serving and client certificates are, when not in <stateDir>/pki (a member shares its hub's). */
+  pkiDir?: string;
+  /** The hub's member clusters, by name (stack/clusters.ts): each has its own stack.json in <stateDir>/clusters/<name>/. */
+  clusters?: string[];
+  /** Set in a member cluster's stack.json only: its name, and the state folder of the hub it belongs to. */
+  member?: { name: string; hubStateDir: string };
   /** The proxy, pod server and pod network, when the stack was created with them (stack/dataplane.ts). */
   dataPlane?: DataPlaneInfo;
   /** The trace backend (Jaeger) and the API server's and etcd's tracing, when the stack was created with it (stack/tracing.ts). */
@@ -79,6 +96,8 @@ export interface UpOptions {
   dataPlane?: boolean;
   /** Create the stack with its trace backend (Jaeger; the API server and etcd export their spans to it). */
   tracing?: boolean;
+  /** Member clusters to have besides the hub (stack/clusters.ts), added if missing; those the stack has are started anyway. */
+  clusters?: string[];
   print?: (line: string) => void;
   /** Stops the start under way (Ctrl-C, a test run's SIGTERM): up() rejects, and the caller stops what had started (down). */
   signal?: AbortSignal;
@@ -101,8 +120,44 @@ export async function readStack(stateDir: string): Promise<StackInfo | null> {
   }
 }
 
-async function saveStack(info: StackInfo): Promise<void> {
-  await writeFile(stateFile(info.stateDir), JSON.stringify(info, null, 2));
+/** Writes a stack's state file whole (see updateStack to change one field of a file other processes may write too). */
+export async function saveStack(info: Pick<StackInfo, 'stateDir'>): Promise<void> {
+  // Aside and renamed: another process reading the file meanwhile must never see half of it.
+  const tmp = `${stateFile(info.stateDir)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+  await writeFile(tmp, JSON.stringify(info, null, 2));
+  await rename(tmp, stateFile(info.stateDir));
+}
+
+/** How long a lock on a state file may be held before another process takes it as left behind by a crash. */
+const staleLockMs = 10_000;
+
+/**
+ * Reads a stack's state file, lets `change` edit it, and writes it back, holding a lock meanwhile: several processes
+ * (test files adding member clusters, a test restarting a server) may change the same file at once, and each must
+ * keep the others' changes. Returns the state as written, or null when there is no stack in stateDir.
+ */
+export async function updateStack(stateDir: string, change: (current: StackInfo) => void): Promise<StackInfo | null> {
+  const lock = `${stateFile(stateDir)}.lock`;
+  for (;;) {
+    try {
+      await mkdir(lock);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const held = await stat(lock).then((s) => Date.now() - s.mtimeMs, () => 0);
+      if (held > staleLockMs) await rmdir(lock).catch(() => {});
+      else await sleep(10 + Math.random() * 20);
+    }
+  }
+  try {
+    const current = await readStack(stateDir);
+    if (!current) return null;
+    change(current);
+    await saveStack(current);
+    return current;
+  } finally {
+    await rmdir(lock).catch(() => {});
+  }
 }
 
 async function allocatePorts(ports: UpOptions['ports']): Promise<StackPorts> {
@@ -120,6 +175,26 @@ async function allocatePorts(ports: UpOptions['ports']): Promise<StackPorts> {
 }
 
 function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackPorts, kubeconfig: string, headless: boolean): Record<ServerName, ServerSpec> {
+  const logs = join(stateDir, 'logs');
+  return {
+    ...controlPlaneSpecs(a, pki, stateDir, ports, kubeconfig),
+    temporal: {
+      name: 'temporal', command: a.temporal, log: join(logs, 'temporal.log'),
+      ports: [ports.temporal, ports.temporalUi, ports.temporalHttp, ports.temporalMetrics],
+      args: [
+        'server', 'start-dev', '--ip=127.0.0.1', `--port=${ports.temporal}`, '--ui-ip=127.0.0.1', `--ui-port=${ports.temporalUi}`,
+        `--http-port=${ports.temporalHttp}`, `--metrics-port=${ports.temporalMetrics}`,
+        `--db-filename=${join(stateDir, 'temporal.db')}`, '--namespace=default', '--log-level=warn',
+        ...searchAttributeFlags(),
+        ...(headless ? ['--headless'] : []),
+      ],
+    },
+    prometheus: prometheusSpec(a, stateDir, ports.prometheus),
+  };
+}
+
+/** A Kubernetes control plane's servers (the hub's, or a member cluster's), keeping their data and logs in stateDir. */
+export function controlPlaneSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: ControlPlanePorts, kubeconfig: string): Record<ControlPlaneServerName, ServerSpec> {
   const logs = join(stateDir, 'logs');
   const etcdUrl = `http://127.0.0.1:${ports.etcd}`;
   const peerUrl = `http://127.0.0.1:${ports.etcdPeer}`;
@@ -170,18 +245,6 @@ function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackP
       args: [`--kubeconfig=${kubeconfig}`, '--manage-all-nodes=true', `--config=${join(stateDir, 'kwok.yaml')}`,
         `--server-address=127.0.0.1:${ports.kwok}`, '--node-ip=10.1.0.1', '--cidr=10.244.0.0/16'],
     },
-    temporal: {
-      name: 'temporal', command: a.temporal, log: join(logs, 'temporal.log'),
-      ports: [ports.temporal, ports.temporalUi, ports.temporalHttp, ports.temporalMetrics],
-      args: [
-        'server', 'start-dev', '--ip=127.0.0.1', `--port=${ports.temporal}`, '--ui-ip=127.0.0.1', `--ui-port=${ports.temporalUi}`,
-        `--http-port=${ports.temporalHttp}`, `--metrics-port=${ports.temporalMetrics}`,
-        `--db-filename=${join(stateDir, 'temporal.db')}`, '--namespace=default', '--log-level=warn',
-        ...searchAttributeFlags(),
-        ...(headless ? ['--headless'] : []),
-      ],
-    },
-    prometheus: prometheusSpec(a, stateDir, ports.prometheus),
   };
 }
 
@@ -255,13 +318,14 @@ export async function removeScrapeTarget(info: Pick<StackInfo, 'stateDir'>, job:
   await rm(scrapeTargetFile(info, job), { force: true });
 }
 
-function kubeconfigYaml(pki: { ca: string; cert: string; key: string }, server: string): string {
+/** A self-contained kubeconfig (credentials embedded) for the admin of the API server at `server`; `name` names its cluster and context. */
+export function kubeconfigYaml(pki: { ca: string; cert: string; key: string }, server: string, name = 'local'): string {
   const b64 = (s: string) => Buffer.from(s).toString('base64');
   return stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'local',
-    clusters: [{ name: 'local', cluster: { server, 'certificate-authority-data': b64(pki.ca) } }],
+    apiVersion: 'v1', kind: 'Config', 'current-context': name,
+    clusters: [{ name, cluster: { server, 'certificate-authority-data': b64(pki.ca) } }],
     users: [{ name: 'admin', user: { 'client-certificate-data': b64(pki.cert), 'client-key-data': b64(pki.key) } }],
-    contexts: [{ name: 'local', context: { cluster: 'local', user: 'admin', namespace: 'default' } }],
+    contexts: [{ name, context: { cluster: name, user: 'admin', namespace: 'default' } }],
   });
 }
 
@@ -415,10 +479,16 @@ export async function kubectl(info: Pick<StackInfo, 'kubeconfig'>, args: string[
   });
 }
 
-type PemPki = Pki & { caCertPem: string; adminCertPem: string; adminKeyPem: string };
+export type PemPki = Pki & { caCertPem: string; adminCertPem: string; adminKeyPem: string };
 
-async function loadPki(stateDir: string): Promise<PemPki> {
-  const pki = await ensurePki(join(stateDir, 'pki'));
+/** The folder of a stack's PKI: its own, or for a member cluster its hub's. */
+export function pkiDirOf(info: Pick<StackInfo, 'stateDir' | 'pkiDir'>): string {
+  return info.pkiDir ?? join(info.stateDir, 'pki');
+}
+
+/** The stack's PKI (created in `dir` the first time), with the PEM texts a kubeconfig and an https client need. */
+export async function loadPki(dir: string): Promise<PemPki> {
+  const pki = await ensurePki(dir);
   return {
     ...pki,
     caCertPem: await readFile(pki.caCert, 'utf8'),
@@ -431,7 +501,7 @@ async function loadPki(stateDir: string): Promise<PemPki> {
  * Each server's health check, which throws saying why the server is not healthy, and how long a start may take
  * to pass it. The controller manager serves no port here (--secure-port=0): alive is all that can be told of it.
  */
-const health: Record<ServerName, { startTimeoutMs: number; check?: (info: StackInfo, pki: PemPki, spec: ServerSpec) => Promise<void> }> = {
+const health: Record<ServerName, { startTimeoutMs: number; check?: (info: Omit<StackInfo, 'servers'>, pki: PemPki, spec: ServerSpec) => Promise<void> }> = {
   etcd: { startTimeoutMs: 60_000, check: (info) => expect(httpGet(`http://127.0.0.1:${info.ports.etcd}/health`), (r) => r.body.includes('"health":"true"')) },
   'kube-apiserver': { startTimeoutMs: 120_000, check: (info, pki) => expect(httpsGet(`${info.apiserverUrl}/readyz`, pki), (r) => r.status === 200) },
   'kube-controller-manager': { startTimeoutMs: 10_000 },
@@ -460,7 +530,7 @@ function firstLine(err: unknown): string {
 }
 
 /** Why a running server is not healthy, or undefined when it answers its health check (or has none). */
-async function unhealthy(info: StackInfo, name: ServerName, pki: PemPki): Promise<string | undefined> {
+async function unhealthy<S extends ServerName>(info: StackInfo<S>, name: S, pki: PemPki): Promise<string | undefined> {
   const check = health[name].check;
   if (!check) return undefined;
   return check(info, pki, info.servers[name]).then(() => undefined, (err: unknown) => firstLine(err));
@@ -474,9 +544,9 @@ const lingerTimeoutMs = 60_000;
  * that runs but fails its health check is waited for until it answers (it was starting) or exits (it was shutting
  * down, e.g. killed a moment ago), saying so, then started again.
  */
-export async function startServer(info: StackInfo, name: ServerName, print: (l: string) => void = () => {}, signal?: AbortSignal): Promise<void> {
+export async function startServer<S extends ServerName>(info: StackInfo<S>, name: NoInfer<S>, print: (l: string) => void = () => {}, signal?: AbortSignal): Promise<void> {
   const spec = info.servers[name];
-  const pki = await loadPki(info.stateDir);
+  const pki = await loadPki(pkiDirOf(info));
   if (spec.pid && isOurs(spec.pid, spec.command)) {
     const why = await unhealthy(info, name, pki);
     if (!why) return;
@@ -524,7 +594,7 @@ export async function startServer(info: StackInfo, name: ServerName, print: (l: 
 }
 
 /** Stops one server by the pid we recorded (SIGKILL simulates a crash). */
-export async function stopServer(info: StackInfo, name: ServerName, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+export async function stopServer<S extends ServerName>(info: StackInfo<S>, name: NoInfer<S>, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
   const spec = info.servers[name];
   if (spec.pid) await stopPid(spec.pid, spec.command, signal);
   delete spec.pid;
@@ -535,7 +605,7 @@ export async function stopServer(info: StackInfo, name: ServerName, signal: Node
  * Stops one server (with `signal`: SIGTERM by default, SIGKILL for a crash), leaves it down for `downMs`, then
  * starts it again on the same ports and waits until it is healthy: a fault drill in one command.
  */
-export async function restartServer(info: StackInfo, name: ServerName, opts: { signal?: NodeJS.Signals; downMs?: number; print?: (l: string) => void } = {}): Promise<void> {
+export async function restartServer<S extends ServerName>(info: StackInfo<S>, name: NoInfer<S>, opts: { signal?: NodeJS.Signals; downMs?: number; print?: (l: string) => void } = {}): Promise<void> {
   const print = opts.print ?? (() => {});
   const pid = info.servers[name].pid;
   await stopServer(info, name, opts.signal ?? 'SIGTERM');
@@ -548,12 +618,16 @@ export async function restartServer(info: StackInfo, name: ServerName, opts: { s
  * Records one server's pid in the state file, leaving the rest of the file as it is now: another process (a test
  * that restarts another server) may have changed it since `info` was read.
  */
-async function saveServerPid(info: StackInfo, name: ServerName, pid: number | undefined): Promise<void> {
-  const current = (await readStack(info.stateDir)) ?? info;
-  const spec = current.servers[name];
-  if (pid === undefined) delete spec.pid;
-  else spec.pid = pid;
-  await saveStack(current);
+async function saveServerPid<S extends ServerName>(info: StackInfo<S>, name: S, pid: number | undefined): Promise<void> {
+  const set = (spec: ServerSpec & { pid?: number }) => {
+    if (pid === undefined) delete spec.pid;
+    else spec.pid = pid;
+  };
+  const saved = await updateStack(info.stateDir, (current) => set((current as unknown as StackInfo<S>).servers[name]));
+  if (!saved) {
+    set(info.servers[name]);
+    await saveStack(info);
+  }
 }
 
 /** The default StorageClass: the controller manager's hostPath provisioner creates (and on release deletes) a volume per claim. */
@@ -596,7 +670,7 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
     if (!info.servers.prometheus) await addPrometheus(info);
   } else {
     const ports = await allocatePorts(opts.ports);
-    const pki = await loadPki(stateDir);
+    const pki = await loadPki(join(stateDir, 'pki'));
     const kubeconfig = join(stateDir, 'kubeconfig');
     const apiserverUrl = `https://127.0.0.1:${ports.apiserver}`;
     await writeFile(kubeconfig, kubeconfigYaml({ ca: pki.caCertPem, cert: pki.adminCertPem, key: pki.adminKeyPem }, apiserverUrl), { mode: 0o600 });
@@ -631,14 +705,26 @@ export async function up(opts: UpOptions): Promise<StackInfo> {
   }
 
   const nodes = opts.nodes ?? 2;
-  const podsPerNode = info.dataPlane ? nodePodCapacity(info.dataPlane, nodes) : podsPerNodeDefault;
+  await prepareCluster(info, { nodes, podsPerNode: info.dataPlane ? nodePodCapacity(info.dataPlane, nodes) : podsPerNodeDefault, signal });
+  await startDataPlane(info, print, signal);
+  // Members after the hub: each registers with the hub's API server and its Temporal.
+  const members = [...new Set([...((await readStack(stateDir))?.clusters ?? []), ...(opts.clusters ?? [])])];
+  if (members.length) await addMemberClusters(info, members, { print, ...(signal ? { signal } : {}) });
+  print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  return info;
+}
+
+/**
+ * What a fresh control plane gets once its servers run: `nodes` kwok nodes (waited on until Ready), the default
+ * StorageClass, and Istio's and the project's CRDs.
+ */
+export async function prepareCluster(info: Pick<StackInfo, 'kubeconfig'>, opts: { nodes: number; podsPerNode?: number; signal?: AbortSignal | undefined }): Promise<void> {
+  const { nodes, signal } = opts;
+  const podsPerNode = opts.podsPerNode ?? podsPerNodeDefault;
   await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], Array.from({ length: nodes }, (_, i) => stringify(nodeManifest(i, podsPerNode))).join('---\n'), signal);
   await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s'], undefined, signal);
   await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(storageClassManifest), signal);
   await installCrds(info, signal);
-  await startDataPlane(info, print, signal);
-  print(`stack up in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  return info;
 }
 
 /** The Temporal dev server's arguments with the UI pointed at a codec server ('' for none) instead of any earlier one. */
@@ -670,7 +756,7 @@ async function addPrometheus(info: StackInfo): Promise<void> {
 }
 
 /** Installs Istio's networking CRDs and the project's CRDs, and waits until they are Established. */
-export async function installCrds(info: StackInfo, signal?: AbortSignal): Promise<void> {
+export async function installCrds(info: Pick<StackInfo, 'kubeconfig'>, signal?: AbortSignal): Promise<void> {
   const a = artifactPaths();
   // Istio's CRDs are too large for client-side apply's last-applied annotation.
   const out = await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', a.istioCrds, '-f', join(repoRoot, 'crds'), '-o', 'name'], undefined, signal);
@@ -686,6 +772,8 @@ export async function installCrds(info: StackInfo, signal?: AbortSignal): Promis
 export async function down(stateDir: string, opts: { purge?: boolean } = {}): Promise<void> {
   const info = await readStack(resolve(stateDir));
   if (!info) return;
+  // Members first: their servers live in this state folder too, and nothing of the hub's depends on them.
+  await stopMemberClusters(info);
   await stopDataPlane(info);
   // A state file written before a server joined the stack has no entry for it.
   for (const name of [...serverNames].reverse()) if (info.servers[name]) await stopServer(info, name);
@@ -707,8 +795,10 @@ export interface ServerStatus {
 export async function status(stateDir: string): Promise<ServerStatus[] | null> {
   const info = await readStack(resolve(stateDir));
   if (!info) return null;
-  const pki = await loadPki(info.stateDir);
-  return Promise.all(serverNames.map(async (name): Promise<ServerStatus> => {
+  const pki = await loadPki(pkiDirOf(info));
+  // A member runs its control plane only; the hub lists every server, also one its state file has no entry for yet.
+  const names: readonly ServerName[] = info.member ? controlPlaneServerNames : serverNames;
+  return Promise.all(names.map(async (name): Promise<ServerStatus> => {
     const s = info.servers[name] as (typeof info.servers)[ServerName] | undefined;
     if (!s) return { name, ports: [], state: 'stopped' };
     const row = { name, ports: s.ports, ...(s.pid ? { pid: s.pid } : {}) };

@@ -16,6 +16,8 @@ const root = resolve(import.meta.dirname, '..');
 /** Flags that make an operator quick to react, for tests (the benchmark runs with the defaults instead). */
 export const testFlags = [
   '--temporal-ui-url=http://127.0.0.1:8233', '--coalesce-ms=100', '--progress-recheck-seconds=5', '--release-poll-seconds=5', '--log-level=debug',
+  // Member clusters are probed only by the fleet tests' hub, which names its own --clusters-namespace.
+  '--cluster-probe-seconds=0',
 ];
 
 /** An operator process of our own: its own task queue, watching only the given namespaces. */
@@ -55,8 +57,10 @@ export interface OperatorOptions {
   nodeArgs?: string[];
   /** Talk to this Temporal frontend instead of the run's (e.g. a dev server of the test's own with its UI on). */
   temporalAddress?: string;
-  /** Talk to the API server with this kubeconfig instead of the run's admin one (e.g. a ServiceAccount token). */
+  /** Talk to the API server with this kubeconfig instead of the run's admin one (e.g. a ServiceAccount token, a member cluster's). */
   kubeconfig?: string;
+  /** Run in this Temporal namespace instead of the run's (a member cluster's operator). */
+  temporalNamespace?: string;
   /** Wait until /readyz says ready before returning (default); false returns once the process serves /healthz. */
   waitReady?: boolean;
   readyTimeoutMs?: number;
@@ -77,9 +81,10 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
   const logFile = opts.logFile ?? join(tmpdir(), `operator-${taskQueue}${opts.logName ? `-${opts.logName}` : ''}.log`);
   const log = createWriteStream(logFile, { flags: 'a' });
   const args = [
-    `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${opts.temporalAddress ?? env.temporalAddress}`, `--temporal-namespace=${env.temporalNamespace}`,
+    `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${opts.temporalAddress ?? env.temporalAddress}`, `--temporal-namespace=${opts.temporalNamespace ?? env.temporalNamespace}`,
     `--task-queue=${taskQueue}`, `--namespaces=${opts.namespaces.join(',')}`, `--workflow-bundle=${env.workflowBundlePath}`,
-    '--metrics-addr', `--mode=${opts.mode ?? 'all'}`, '--no-register-search-attributes',
+    // A member cluster's operator runs in a Temporal namespace of its own, whose search attributes it registers.
+    '--metrics-addr', `--mode=${opts.mode ?? 'all'}`, ...(opts.temporalNamespace ? [] : ['--no-register-search-attributes']),
     ...(opts.flags ?? testFlags), ...(opts.extraArgs ?? []),
   ];
   let child: ChildProcess | undefined;

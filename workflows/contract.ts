@@ -321,6 +321,8 @@ export interface ReleaseCarry {
 /** One Application as the Release sees it. */
 export interface ReleaseAppState {
   name: string;
+  /** The member cluster it is in; absent: the operator's own. */
+  cluster?: string;
   /** 1-based. */
   wave: number;
   phase: string;
@@ -343,8 +345,10 @@ export interface ReleaseState {
   generation?: number;
   message: string;
   pausedByUser: boolean;
-  /** The Application whose canary failed, if one did. */
+  /** The Application whose canary failed, if one did (cluster/name in a member cluster). */
   failedApplication?: string;
+  /** The member cluster the release waits for, while it cannot be reached. */
+  heldByCluster?: string;
   applications: ReleaseAppState[];
 }
 

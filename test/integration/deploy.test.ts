@@ -27,10 +27,10 @@ describe('deploy/', () => {
 
   it('builds the CRD, the namespace, RBAC and the operator, everything namespaced in its namespace', () => {
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'Role', 'RoleBinding', 'ServiceAccount',
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Namespace', 'Role', 'Role', 'RoleBinding', 'RoleBinding', 'ServiceAccount',
     ]);
     for (const o of objects.filter((x) => ['ServiceAccount', 'Role', 'RoleBinding', 'Deployment'].includes(x.kind))) assert.equal(o.metadata.namespace, NS, o.kind);
-    const subjects = [...one('ClusterRoleBinding').subjects, ...one('RoleBinding').subjects];
+    const subjects = [...one('ClusterRoleBinding').subjects, ...objects.filter((o) => o.kind === 'RoleBinding').flatMap((o) => o.subjects)];
     for (const s of subjects) assert.deepEqual(s, { kind: 'ServiceAccount', name: 'application-operator', namespace: NS });
   });
 

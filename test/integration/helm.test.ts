@@ -33,6 +33,7 @@ const allValues = {
   payloadEncryption: { secretName: 'payload-keys', key: 'keys.txt' },
   watchNamespaces: ['team-a', 'team-b'],
   leaderElection: { enabled: true },
+  fleet: { enabled: true, probeSeconds: 45 },
   logLevel: 'debug',
   prometheusAddress: 'http://prometheus.monitoring.svc:9090',
   checkAllowedHosts: ['smoke.qa.svc', '*.checks.svc:8080', '10.0.0.0/8'],
@@ -214,7 +215,7 @@ describe('the Helm chart', () => {
   it('renders, at default values, the CRDs, RBAC, the Deployment and the metrics Service, which all pass the API server\'s validation', async () => {
     const objects = await render(ns.name, ['--include-crds']);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Role', 'RoleBinding', 'Service', 'ServiceAccount',
+      'ClusterRole', 'ClusterRoleBinding', 'CustomResourceDefinition', 'CustomResourceDefinition', 'Deployment', 'Role', 'Role', 'RoleBinding', 'RoleBinding', 'Service', 'ServiceAccount',
     ]);
     const names = (await dryRun(objects)).trim().split('\n');
     assert.equal(names.length, objects.length, names.join('\n'));
@@ -223,7 +224,7 @@ describe('the Helm chart', () => {
   it('renders every optional value where the operator reads it, and every object passes the API server\'s validation', async () => {
     const objects = await render(ns.name, ['-f', await valuesFile('all', allValues)]);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'PrometheusRule', 'Role', 'RoleBinding', 'Service', 'ServiceAccount', 'ServiceMonitor',
+      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'PrometheusRule', 'Role', 'Role', 'RoleBinding', 'RoleBinding', 'Service', 'ServiceAccount', 'ServiceMonitor',
     ]);
     const d = one(objects, 'Deployment');
     const pod = d.spec.template.spec;
@@ -266,7 +267,7 @@ describe('the Helm chart', () => {
       prometheusAddress: 'http://prometheus.monitoring.svc:9090', metricsAddr: '0.0.0.0:9555', logLevel: 'debug',
       checkAllowedHosts: [{ host: 'smoke.qa.svc', wildcard: false }, { host: 'checks.svc', wildcard: true, port: 8080 }, { host: '10.0.0.0', wildcard: false, prefix: 8 }],
       notifyDefault: { name: 'operator-default', url: 'https://hooks.example.com/rollouts', format: 'teams' },
-      leaderElect: true, leaseName: `${d.metadata.name}-leader`, leaseNamespace: '<from the pod>', resyncSeconds: 600,
+      leaderElect: true, leaseName: `${d.metadata.name}-leader`, leaseNamespace: '<from the pod>', resyncSeconds: 600, clusterProbeSeconds: 45,
     });
     const rule = one(objects, 'PrometheusRule');
     assert.equal(rule.metadata.labels.release, 'kube-prometheus-stack');
@@ -274,8 +275,12 @@ describe('the Helm chart', () => {
     const dashboard = one(objects, 'ConfigMap');
     assert.deepEqual([dashboard.metadata.labels.grafana_dashboard, dashboard.metadata.labels.team], ['1', 'platform']);
     assert.deepEqual(JSON.parse(dashboard.data['application-operator.json']), JSON.parse(await readFile(join(deployDir, 'monitoring', 'grafana-dashboard.json'), 'utf8')));
-    const role = one(objects, 'Role');
+    const role = objects.find((o) => o.kind === 'Role' && o.metadata.name.endsWith('-leader-election'))!;
     assert.deepEqual(role.rules.flatMap((r: Json) => r.resourceNames ?? []), [`${d.metadata.name}-leader`], 'the Role grants the Lease the operator is told to use');
+    // Fleet Releases read and label the Secrets that register member clusters, in the operator's namespace only.
+    const fleet = objects.find((o) => o.kind === 'Role' && o.metadata.name.endsWith('-member-clusters'))!;
+    assert.deepEqual(fleet.rules, [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'patch'] }]);
+    assert.equal(fleet.metadata.namespace, ns.name);
 
     const names = (await dryRun(objects)).trim().split('\n');
     assert.equal(names.length, objects.length, names.join('\n'));
@@ -292,10 +297,11 @@ describe('the Helm chart', () => {
   });
 
   it('without leader election renders no Role and tells the operator so', async () => {
-    const objects = await render(ns.name, ['--set', 'leaderElection.enabled=false']);
+    const objects = await render(ns.name, ['--set', 'leaderElection.enabled=false', '--set', 'fleet.enabled=false']);
     assert.equal(objects.filter((o) => o.kind === 'Role' || o.kind === 'RoleBinding').length, 0);
     const cfg = configFromEnv(envOf(one(objects, 'Deployment')));
     assert.equal(cfg.leaderElect, false);
+    assert.equal(cfg.clusterProbeSeconds, 0, 'without fleet, the operator probes no member clusters (it may not read their Secrets)');
   });
 
   it('refuses a ServiceMonitor without the Service it selects', async () => {
@@ -360,6 +366,7 @@ function configFromEnv(env: Record<string, Json>): OperatorConfig {
 /** The settings the chart's values decide. */
 function pick(cfg: OperatorConfig): Partial<OperatorConfig> {
   const keys = ['temporalAddress', 'temporalNamespace', 'taskQueue', 'temporalUiUrl', 'temporalTlsCert', 'temporalTlsKey', 'temporalTlsCa', 'temporalTlsServerName',
-    'temporalApiKey', 'payloadEncryptionKeyFile', 'namespaces', 'prometheusAddress', 'checkAllowedHosts', 'notifyDefault', 'metricsAddr', 'logLevel', 'leaderElect', 'leaseName', 'leaseNamespace', 'resyncSeconds'] as const;
+    'temporalApiKey', 'payloadEncryptionKeyFile', 'namespaces', 'prometheusAddress', 'checkAllowedHosts', 'notifyDefault', 'metricsAddr', 'logLevel', 'leaderElect', 'leaseName', 'leaseNamespace', 'resyncSeconds',
+    'clusterProbeSeconds'] as const;
   return Object.fromEntries(keys.map((k) => [k, cfg[k]]));
 }

@@ -67,6 +67,6 @@ describe('Release CRD', () => {
   it('kubectl knows it by its short name and prints phase and wave', async () => {
     await kube(['-n', ns.name, 'apply', '--server-side', '-f', '-'], JSON.stringify({ ...releaseExamples[0]!.release, metadata: { name: 'shown', namespace: ns.name } }));
     const header = (await kube(['-n', ns.name, 'get', 'rel', 'shown'])).split('\n')[0]!;
-    assert.match(header, /NAME\s+PHASE\s+WAVE\s+AGE/);
+    assert.match(header, /NAME\s+PHASE\s+WAVE\s+HELD-BY\s+AGE/);
   });
 });

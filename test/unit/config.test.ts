@@ -48,6 +48,8 @@ const defaults: OperatorConfig = {
   leaseRetryPeriodSeconds: 2,
   shutdownTimeoutSeconds: 20,
   checkAllowedHosts: [],
+  clustersNamespace: 'application-operator',
+  clusterProbeSeconds: 30,
 };
 
 describe('operatorConfig', () => {
@@ -67,8 +69,9 @@ describe('operatorConfig', () => {
       changes: { temporalTlsCert: '/tls/tls.crt', temporalTlsKey: '/tls/tls.key', temporalTlsCa: '/tls/ca.crt' },
     },
     { name: 'optional strings only when set', args: ['--kubeconfig', '/k', '--temporal-ui-url', 'http://ui:8080'], changes: { kubeconfig: '/k', temporalUiUrl: 'http://ui:8080' } },
-    { name: 'Lease namespace from POD_NAMESPACE', args: [], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'operators' } },
-    { name: 'Lease namespace flag wins over POD_NAMESPACE', args: ['--lease-namespace', 'ops'], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'ops' } },
+    { name: 'Lease namespace from POD_NAMESPACE', args: [], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'operators', clustersNamespace: 'operators' } },
+    { name: 'Lease namespace flag wins over POD_NAMESPACE', args: ['--lease-namespace', 'ops'], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'ops', clustersNamespace: 'operators' } },
+    { name: 'member clusters are read from --clusters-namespace, probed as often as asked', args: ['--clusters-namespace', 'fleet', '--cluster-probe-seconds', '0'], env: { POD_NAMESPACE: 'operators' }, changes: { leaseNamespace: 'operators', clustersNamespace: 'fleet', clusterProbeSeconds: 0 } },
     { name: 'leader election on', args: ['--leader-elect'], changes: { leaderElect: true } },
     { name: 'shutdown timeout', args: ['--shutdown-timeout-seconds', '25'], changes: { shutdownTimeoutSeconds: 25 } },
     { name: 'leader election from the environment', args: [], env: { LEADER_ELECT: 'yes' }, changes: { leaderElect: true } },

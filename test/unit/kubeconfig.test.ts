@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { stringify } from 'yaml';
-import { KubeconfigCredentials, NoCurrentCluster, defaultNamespaceOf, loadKubeconfig } from '../../kube/config.ts';
+import { KubeconfigCredentials, NoCurrentCluster, defaultNamespaceOf, kubeconfigFromText, loadKubeconfig } from '../../kube/config.ts';
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
@@ -129,5 +129,36 @@ describe('loadKubeconfig', () => {
     await writeFile(join(d, 'config'), stringify(kubeconfig({ token: 't' }, {}, { namespace: 'shop' })));
     assert.equal(defaultNamespaceOf({ KUBECONFIG: join(d, 'config') }), 'shop');
     assert.equal(defaultNamespaceOf({ KUBECONFIG: join(d, 'missing') }), 'default');
+  });
+});
+
+describe('kubeconfigFromText: a member cluster\'s kubeconfig, as a Secret holds it', () => {
+  const doc = (user: Record<string, unknown>, cluster: Record<string, unknown> = {}) => stringify({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'b',
+    clusters: [{ name: 'b', cluster: { server: 'https://127.0.0.1:36443', 'certificate-authority-data': Buffer.from('CA').toString('base64'), ...cluster } }],
+    users: [{ name: 'b', user }],
+    contexts: [{ name: 'b', context: { cluster: 'b', user: 'b' } }],
+  });
+  test('embedded certificates and a token are read as from a file', async () => {
+    const kc = kubeconfigFromText(doc({ token: 'abc' }), 'the kubeconfig of Secret ops/cluster-b');
+    assert.equal(kc.getCurrentCluster()?.server, 'https://127.0.0.1:36443');
+    const opts: RequestOptions = {};
+    await kc.applyToHTTPSOptions(opts);
+    assert.equal(String(opts.ca), 'CA');
+    assert.equal((opts.headers as Record<string, string>)['Authorization'], 'Bearer abc');
+  });
+  test('what it cannot use is refused, naming the Secret', () => {
+    assert.throws(() => kubeconfigFromText(doc({ 'auth-provider': { name: 'gcp' } }), 'the kubeconfig of Secret ops/cluster-b'), /Secret ops\/cluster-b needs an auth-provider/);
+    assert.throws(() => kubeconfigFromText(doc({ tokenFile: '/var/run/secrets/kubernetes.io/serviceaccount/token' }), 'the kubeconfig of Secret ops/cluster-b'), /needs files of the operator/);
+    assert.throws(() => kubeconfigFromText(doc({ token: 't' }, { 'certificate-authority': '/etc/ssl/ca.pem' }), 'the kubeconfig of Secret ops/cluster-b'), /needs files of the operator/);
+    assert.throws(() => kubeconfigFromText(doc({ exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'sh', args: ['-c', 'id'] } }), 'the kubeconfig of Secret ops/cluster-b'), /needs an exec plugin \(a command the operator would run\)/);
+    assert.throws(() => kubeconfigFromText('', 'the kubeconfig of Secret ops/cluster-b'), /Secret ops\/cluster-b is not a kubeconfig/);
+    // A syntax error says where, never what the line holds (a token, a key): the message reaches status and Events.
+    assert.throws(() => kubeconfigFromText('users:\n- name: b\n  user: { token: s3cr3t-t0ken', 'the kubeconfig of Secret ops/cluster-b'), (err: Error) => {
+      assert.match(err.message, /^the kubeconfig of Secret ops\/cluster-b is not valid YAML \(line \d+, column \d+\)$/);
+      assert.doesNotMatch(err.message, /s3cr3t/);
+      return true;
+    });
+    assert.throws(() => kubeconfigFromText(stringify({ 'current-context': 'x', contexts: [] }), 'the kubeconfig of Secret ops/cluster-b'), NoCurrentCluster);
   });
 });

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AppObservation } from '../../activities/release.ts';
-import { parseRelease } from '../../api/release.ts';
+import { parseRelease, releaseAppKey } from '../../api/release.ts';
 import { releasePlan } from '../../reconcile/release-plan.ts';
 import { appPhase, canaryEnd, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from '../../workflows/release/decide.ts';
 import type { ReleaseAppState, ReleaseState } from '../../workflows/contract.ts';
@@ -99,5 +99,37 @@ describe('formatRelease', () => {
   test('the wave it is in, or that none started (a refused Release)', () => {
     assert.match(formatRelease(state({})), /^release shop\/r1 — Progressing, wave 1\/2\n/);
     assert.match(formatRelease(state({ phase: 'Failed', wave: 0, message: 'refused: ...' })), /^release shop\/r1 — Failed, 2 wave\(s\), none started\n/);
+  });
+  test('a fleet release says where each Application is, how each cluster stands, and which cluster holds it', () => {
+    const out = formatRelease(state({
+      wave: 2, heldByCluster: 'eu-1', message: 'held: cluster eu-1 cannot be reached (looking at api): ...',
+      applications: [
+        { name: 'api', wave: 1, phase: 'Promoted', canaryVersion: 'v2' },
+        { name: 'api', cluster: 'eu-1', wave: 2, phase: 'Progressing', canaryVersion: 'v2' },
+        { name: 'web', cluster: 'eu-1', wave: 2, phase: 'Promoted', canaryVersion: 'v2' },
+      ],
+    }));
+    assert.match(out, /\n {2}held by cluster eu-1: it goes on when that cluster answers\n/);
+    assert.match(out, /\n {2}clusters: \(this cluster\): 1 Promoted · eu-1 \(unreachable\): 1 Progressing, 1 Promoted\n/);
+    assert.match(out, /\n {2}wave 2 {2}eu-1 {11}api /);
+    assert.doesNotMatch(formatRelease(state({ applications: [{ name: 'api', wave: 1, phase: 'Promoted', canaryVersion: 'v2' }] })), /clusters:|this cluster/, 'a release of one cluster reads as before');
+  });
+});
+
+describe('fleet releases: keys, plans and outcomes', () => {
+  test('an Application is keyed by its cluster: the same name in three clusters is three Applications', () => {
+    assert.equal(releaseAppKey({ name: 'api' }), 'api');
+    assert.equal(releaseAppKey({ name: 'api', cluster: 'b' }), 'b/api');
+    const parsed = parseRelease({ apiVersion: 'myapp.example.com/v1', kind: 'Release', metadata: { name: 'r', generation: 3 }, spec: { waves: [{ applications: [{ name: 'api', canaryVersion: 'v2' }, { name: 'api', cluster: 'b', canaryVersion: 'v2' }] }] } });
+    assert.ok(parsed.ok);
+    assert.deepEqual(releasePlan(parsed.release).waves[0]?.apps, [{ name: 'api', canaryVersion: 'v2' }, { name: 'api', cluster: 'b', canaryVersion: 'v2' }]);
+  });
+  test('a wave fails on the Application of the right cluster, and says which', () => {
+    const want = (cluster?: string) => ({ name: 'api', canaryVersion: 'v2', image: 'api:v2', ...(cluster ? { cluster } : {}) });
+    const seen = (cluster: string | undefined, phase: string) => ({ name: 'api', exists: true, running: true, specImage: phase === 'Promoted' ? 'api:v2' : 'api:v1', canary: { enabled: phase !== 'Promoted', phase, version: 'v2', message: 'rolled back: the health gate failed' }, ...(cluster ? { cluster } : {}) });
+    const out = waveOutcome([want(), want('b')], [seen(undefined, 'Promoted'), seen('b', 'RolledBack')]);
+    assert.deepEqual(out.kind === 'failed' ? [out.app, out.message] : out, ['b/api', 'the canary v2 of api in cluster b was rolled back: the health gate failed']);
+    assert.deepEqual(waveOutcome([want(), want('b')], [seen(undefined, 'Promoted'), seen('b', 'Promoted')]), { kind: 'promoted' });
+    assert.deepEqual(waveOutcome([want('b')], [seen(undefined, 'RolledBack'), seen('b', 'Progressing')]), { kind: 'running' }, "the hub's Application of that name is another one");
   });
 });

@@ -40,3 +40,13 @@ test('samples/release.yaml: its Release is the example the tables check, and eve
   const named = parsed.release.spec.waves.flatMap((w) => w.applications.map((a) => a.name));
   assert.deepEqual(apps.map((a) => a.metadata.name).sort(), [...named].sort());
 });
+
+test('samples/fleet-release.yaml names the Application of samples/fleet-app.yaml in three clusters, and both are valid', () => {
+  const release = parse(read('fleet-release.yaml')) as unknown;
+  const parsed = parseRelease(release);
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+  const app = parse(read('fleet-app.yaml')) as { metadata: { name: string; namespace: string } };
+  assert.ok(parseApplication(app).ok);
+  assert.deepEqual(parsed.release.spec.waves.flatMap((w) => w.applications.map((a) => `${a.cluster ?? 'hub'}/${a.name}`)), ['hub/api', 'b/api', 'c/api']);
+  assert.equal(parsed.release.metadata.namespace, app.metadata.namespace);
+});

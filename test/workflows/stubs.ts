@@ -62,8 +62,13 @@ export interface ReleaseScript {
   plan?: ReleasePlan;
   read?: (n: number) => unknown;
   refuse?: string;
-  /** Each Application's canary: promoted or failed after so many observations since it started (default promoted after 2); 'gone' deletes it. */
+  /**
+   * Each Application's canary (by name, or cluster/name in a member cluster): promoted or failed after so many
+   * observations since it started (default promoted after 2); 'gone' deletes it.
+   */
   apps?: Record<string, { outcome: 'promote' | 'fail' | 'hang' | 'gone'; after?: number }>;
+  /** Member clusters that do not answer right now (the scenario changes it): their activities fail as ClusterUnreachable. */
+  down?: Set<string>;
 }
 
 interface FakeApp {
@@ -128,9 +133,10 @@ export class Recorder {
   }
 
   /** One Application as the scripted Release scenario has it now (each look moves its canary on). */
-  private observeApp(name: string): AppObservation {
-    const a = this.apps.get(name);
-    const plan = this.script.release?.apps?.[name] ?? { outcome: 'promote' };
+  private observeApp(name: string, cluster?: string): AppObservation {
+    const key = cluster ? `${cluster}/${name}` : name;
+    const a = this.apps.get(key);
+    const plan = this.script.release?.apps?.[key] ?? { outcome: 'promote' };
     if (!a) return { name, exists: true, specImage: `${name}:old`, canary: { enabled: false }, running: true, deploymentImage: `${name}:old` };
     if (plan.outcome === 'gone' && a.polls >= (plan.after ?? 2)) return { name, exists: false, running: false };
     if (a.state === 'running' && ++a.polls >= (plan.after ?? 2)) {
@@ -167,6 +173,11 @@ export class Recorder {
     }
     const failure = this.script.fail?.[name]?.(n);
     if (failure) throw failure;
+    const cluster = input['cluster'] as string | undefined;
+    if (cluster && this.script.release?.down?.has(cluster)) {
+      throw ApplicationFailure.nonRetryable(`cluster ${cluster} (https://127.0.0.1:1): connect ECONNREFUSED (scripted)`, 'ClusterUnreachable');
+    }
+    const key = (app: string) => (cluster ? `${cluster}/${app}` : app);
     switch (name) {
       case 'observeCanary': {
         const health: CanaryHealth = { exists: true, readyReplicas: 1, desiredReplicas: 1, restarts: 0, ...this.script.health?.(n) };
@@ -234,18 +245,20 @@ export class Recorder {
       }
       case 'startCanary': {
         const app = input['app'] as string;
-        this.apps.set(app, { polls: 0, version: input['canaryVersion'] as string, state: 'running', specImage: `${app}:old` });
+        this.apps.set(key(app), { polls: 0, version: input['canaryVersion'] as string, state: 'running', specImage: `${app}:old` });
         return undefined;
       }
       case 'observeApplications':
-        return (input['apps'] as string[]).map((name) => this.observeApp(name));
+        return (input['apps'] as string[]).map((name) => ({ ...this.observeApp(name, cluster), ...(cluster ? { cluster } : {}) }));
+      case 'signalCanary':
+        return true;
       case 'stopCanary': {
-        const a = this.apps.get(input['app'] as string);
+        const a = this.apps.get(key(input['app'] as string));
         if (a && a.state === 'running') a.state = 'aborted';
         return undefined;
       }
       case 'revertApplication': {
-        const a = this.apps.get(input['app'] as string);
+        const a = this.apps.get(key(input['app'] as string));
         if (a) a.specImage = input['previousImage'] as string;
         return true;
       }
@@ -260,6 +273,7 @@ const activityNames: (keyof Activities)[] = [
   'promoteStable', 'stableRolledOut', 'restoreStableImage', 'finishCanarySpec', 'writeCanaryStatus', 'closeCanaryStatus',
   'runHttpCheck', 'startJobCheck', 'observeJobCheck', 'deleteJobCheck', 'sendNotification',
   'readRelease', 'claimApplications', 'releaseClaims', 'startCanary', 'stopCanary', 'revertApplication', 'observeApplications', 'writeReleaseStatus', 'finalizeRelease',
+  'signalCanary',
 ];
 
 /** A rollout started by a scenario: its handle (following continue-as-new), its recorder, its result. */

@@ -1,6 +1,6 @@
 // A Release's decisions as pure functions: what a wave's observations say, where each Application stands, and in
 // which order a rollback goes.
-import { RolloutPhase, isTerminal } from '../../api/constants.ts';
+import { RolloutPhase, isTerminal, releaseAppKey } from '../../api/constants.ts';
 import { ReleaseAppPhase } from '../../api/constants.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleaseAppState } from '../contract.ts';
@@ -9,6 +9,7 @@ import type { WavePlan } from '../../reconcile/wave-plan.ts';
 /** What the Release wants of one Application: its canary version and the image it rolls out. */
 export interface Want {
   name: string;
+  cluster?: string;
   canaryVersion: string;
   image: string;
 }
@@ -16,6 +17,7 @@ export interface Want {
 export type WaveOutcome =
   | { kind: 'promoted' }
   | { kind: 'running' }
+  /** app: the failed Application's key (cluster/name in a member cluster). */
   | { kind: 'failed'; app: string; reason: string; message: string };
 
 /** Whether an Application's canary (this version) was promoted and its spec says so. */
@@ -37,15 +39,21 @@ export function appPhase(o: AppObservation, want: Want): string {
 
 /** A wave is promoted when all its canaries are; it fails at the first one rolled back, aborted, or deleted. */
 export function waveOutcome(wants: Want[], observations: AppObservation[]): WaveOutcome {
-  const byName = new Map(observations.map((o) => [o.name, o]));
+  const byKey = new Map(observations.map((o) => [releaseAppKey(o), o]));
   for (const want of wants) {
-    const o = byName.get(want.name);
-    if (!o?.exists) return { kind: 'failed', app: want.name, reason: 'ApplicationDeleted', message: `Application ${want.name} was deleted during its wave` };
+    const key = releaseAppKey(want);
+    const o = byKey.get(key);
+    if (!o?.exists) return { kind: 'failed', app: key, reason: 'ApplicationDeleted', message: `Application ${appWords(want)} was deleted during its wave` };
     if (failed(o, want)) {
-      return { kind: 'failed', app: want.name, reason: o.canary?.reason ?? o.canary?.phase ?? 'CanaryFailed', message: `the canary ${want.canaryVersion} of ${want.name} was ${canaryEnd(o)}` };
+      return { kind: 'failed', app: key, reason: o.canary?.reason ?? o.canary?.phase ?? 'CanaryFailed', message: `the canary ${want.canaryVersion} of ${appWords(want)} was ${canaryEnd(o)}` };
     }
   }
-  return wants.every((w) => promoted(byName.get(w.name)!, w)) ? { kind: 'promoted' } : { kind: 'running' };
+  return wants.every((w) => promoted(byKey.get(releaseAppKey(w))!, w)) ? { kind: 'promoted' } : { kind: 'running' };
+}
+
+/** An Application in messages: "cart", or "cart in cluster b". */
+export function appWords(a: { name: string; cluster?: string | undefined }): string {
+  return a.cluster ? `${a.name} in cluster ${a.cluster}` : a.name;
 }
 
 /**

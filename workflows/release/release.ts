@@ -3,19 +3,20 @@
 // earlier ones back, last first). Decisions are the pure functions of decide.ts; the cluster is reached only
 // through activities, by changing Applications' specs.
 import {
-  CancellationScope, condition, continueAsNew, getExternalWorkflowHandle, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
+  ActivityFailure, ApplicationFailure, CancellationScope, TimeoutFailure, condition, continueAsNew, getExternalWorkflowHandle, log, patched, proxyActivities, proxyLocalActivities,
+  setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { duration, run, waitFor } from '../summary.ts';
 import { historyFull } from '../kit/rollover.ts';
 import { WrittenStatus } from '../kit/status.ts';
-import { ReleaseAppPhase, ReleasePhase, isTerminal } from '../../api/constants.ts';
+import { FailureType, ReleaseAppPhase, ReleasePhase, isTerminal, releaseAppKey } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import {
   controlSignals, rolloutWorkflowId, type ControlAction, type ControlRequest, type ReleaseAppState, type ReleaseCarry, type ReleasePosition, type ReleaseState,
   type ReleaseWorkflowInput,
 } from '../contract.ts';
-import { appPhase, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from './decide.ts';
+import { appPhase, appWords, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from './decide.ts';
 import type { ReleasePlan, WavePlan } from '../../reconcile/wave-plan.ts';
 import type { releaseWorkflow } from './workflow.ts';
 
@@ -30,7 +31,35 @@ const looks = proxyLocalActivities<Activities>({
   retry: { initialInterval: '200ms', backoffCoefficient: 2, maximumInterval: '10s' },
 });
 
-/** Continue-as-new past this many history events, unless the server suggests it sooner. */
+// A member cluster's work: tried twice, then the release holds (visibly) and tries again, instead of retrying out of sight.
+const memberRetry = { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '5s', maximumAttempts: 2, nonRetryableErrorTypes: ['ReleaseConflict', 'ApplicationGone', 'ClusterUnreachable'] };
+const memberActs = proxyActivities<Activities>({ startToCloseTimeout: '40s', retry: memberRetry });
+const memberLooks = proxyLocalActivities<Activities>({ startToCloseTimeout: '40s', retry: memberRetry });
+
+/** Why a member cluster's work could not be done (the release holds and tries again), or undefined for any other failure. */
+function unreachable(err: unknown): string | undefined {
+  // An activity's failure comes wrapped in an ActivityFailure; a local activity's, as its ApplicationFailure itself.
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure) {
+    if (cause.type === FailureType.ReleaseConflict || cause.type === FailureType.ApplicationGone) return undefined;
+    return cause.type === FailureType.ClusterUnreachable ? cause.message : `${cause.type ?? 'error'}: ${cause.message}`;
+  }
+  if (cause instanceof TimeoutFailure) return 'no answer in time';
+  return err instanceof ActivityFailure ? err.cause?.message ?? err.message : undefined;
+}
+
+/** A release's Applications grouped by cluster (the operator's own first, then members as first named). */
+function byCluster<T extends { cluster?: string | undefined }>(items: T[]): [string | undefined, T[]][] {
+  const groups = new Map<string | undefined, T[]>();
+  for (const item of items) {
+    const g = groups.get(item.cluster);
+    if (g) g.push(item);
+    else groups.set(item.cluster, [item]);
+  }
+  return [...groups].sort(([a], [b]) => (a === undefined ? -1 : b === undefined ? 1 : 0));
+}
+
+const inCluster = (cluster: string | undefined) => (cluster ? { cluster } : {});
 
 /** Why a release stops short of its end: an abort, a failed canary, a deleted Application, or the Release being deleted. */
 class Stop extends Error {
@@ -176,20 +205,42 @@ export class ReleaseEntity {
       this.state.waves = plan.waves.length;
       this.state.wave = 0;
       this.state.failedApplication = undefined;
-      this.state.applications = plan.waves.flatMap((w, i) => w.apps.map((a) => ({ name: a.name, wave: i + 1, phase: ReleaseAppPhase.Waiting, canaryVersion: a.canaryVersion })));
+      this.state.applications = plan.waves.flatMap((w, i) => w.apps.map((a) => ({ name: a.name, ...inCluster(a.cluster), wave: i + 1, phase: ReleaseAppPhase.Waiting, canaryVersion: a.canaryVersion })));
+      this.state.heldByCluster = undefined;
       await this.publish(ReleasePhase.Progressing, `claiming ${this.state.applications.length} Application(s)`);
 
-      const claim = await run(acts.claimApplications, `claim ${plan.waves.flatMap((w) => w.apps.map((a) => a.name)).join(', ')}`, { namespace: this.state.namespace, release: this.state.name, apps: plan.waves.flatMap((w) => w.apps) });
-      if (!claim.ok) {
-        // Nothing was claimed: each Application says why the Release could not take it (or that another's problem stopped it).
-        for (const a of this.state.applications) {
-          a.phase = ReleaseAppPhase.Refused;
-          a.message = claim.refused.find((r) => r.name === a.name)?.message ?? 'not claimed: the Release was refused for another Application';
+      // Cluster by cluster (one claim each, all or none within it); a refusal in one lets go of the clusters before it.
+      const claimed: (string | undefined)[] = [];
+      for (const [cluster, apps] of byCluster(plan.waves.flatMap((w) => w.apps))) {
+        const where = cluster ? ` in cluster ${cluster}` : '';
+        let claim;
+        try {
+          claim = await this.reach(cluster, 'claiming its Applications', () => run(cluster ? memberActs.claimApplications : acts.claimApplications,
+            `claim ${apps.map((a) => a.name).join(', ')}${where}`, { namespace: this.state.namespace, release: this.state.name, ...inCluster(cluster), apps: apps.map(({ cluster: _c, ...a }) => a) }), true);
+        } catch (err) {
+          if (!(err instanceof Stop)) throw err;
+          // Aborted (or deleted) while a cluster held the claim: nothing ran yet; what was claimed is let go.
+          for (const c of claimed) await this.letGo(c);
+          this.state.heldByCluster = undefined;
+          for (const a of this.state.applications) a.message = 'not claimed: the Release was stopped before its first wave';
+          await this.publish(err.phase, `${err.message} before the first wave (cluster ${cluster} could not be reached to claim its Applications); nothing was rolled out`,
+            { reason: err.phase === ReleasePhase.Aborted ? 'ReleaseAborted' : 'ReleaseRolledBack', type: 'Warning' });
+          this.position = { at: 'claim' };
+          return;
         }
-        await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
-        return;
+        if (!claim.ok) {
+          for (const c of claimed) await this.letGo(c);
+          // Nothing was claimed: each Application says why the Release could not take it (or that another's problem stopped it).
+          for (const a of this.state.applications) {
+            a.phase = ReleaseAppPhase.Refused;
+            a.message = (a.cluster === cluster ? claim.refused.find((r) => r.name === a.name)?.message : undefined) ?? 'not claimed: the Release was refused for another Application';
+          }
+          await this.publish(ReleasePhase.Failed, `refused: ${claim.message}`, { reason: 'ReleaseRefused', type: 'Warning' });
+          return;
+        }
+        claimed.push(cluster);
+        for (const c of claim.apps) Object.assign(this.app(releaseAppKey({ name: c.name, cluster })), { image: c.image, previousImage: c.previousImage });
       }
-      for (const c of claim.apps) Object.assign(this.app(c.name), { image: c.image, previousImage: c.previousImage });
       this.position = { at: 'wave', wave: 0, stage: 'hold' };
     }
 
@@ -214,7 +265,7 @@ export class ReleaseEntity {
         }
         if (i < plan.waves.length - 1) await this.pauseBetweenWaves(i, plan.pauseBetweenWavesMs);
       }
-      await this.letGo();
+      await this.letGoAll();
       await this.publish(ReleasePhase.Promoted, `all ${plan.waves.length} wave(s) promoted`, { reason: 'ReleasePromoted', type: 'Normal' });
     } catch (err) {
       if (!(err instanceof Stop)) throw err;
@@ -246,14 +297,15 @@ export class ReleaseEntity {
     this.state.wave = i + 1;
     this.promoteRequest = undefined;
     this.told.clear();
-    await this.publish(ReleasePhase.Progressing, `${waveLabel(i, wave)}: starting the canaries of ${wave.apps.map((a) => a.name).join(', ')}`,
+    await this.publish(ReleasePhase.Progressing, `${waveLabel(i, wave)}: starting the canaries of ${wave.apps.map(appWords).join(', ')}`,
       { reason: 'ReleaseWaveStarted', type: 'Normal' });
     for (const a of wave.apps) {
-      await run(acts.startCanary, `wave ${i + 1}: start canary ${a.canaryVersion} of ${a.name}`, {
-        namespace: this.state.namespace, release: this.state.name, app: a.name, canaryVersion: a.canaryVersion,
+      const input = {
+        namespace: this.state.namespace, release: this.state.name, app: a.name, ...inCluster(a.cluster), canaryVersion: a.canaryVersion,
         ...(a.image ? { image: a.image } : {}), ...(wave.steps ? { steps: wave.steps } : {}), ...(wave.analysis ? { analysis: wave.analysis } : {}),
-      });
-      this.app(a.name).phase = ReleaseAppPhase.Progressing;
+      };
+      await this.reach(a.cluster, `starting the canary of ${a.name}`, () => run(a.cluster ? memberActs.startCanary : acts.startCanary, `wave ${i + 1}: start canary ${a.canaryVersion} of ${appWords(a)}`, input), true);
+      this.app(releaseAppKey(a)).phase = ReleaseAppPhase.Progressing;
     }
   }
 
@@ -263,7 +315,7 @@ export class ReleaseEntity {
     for (;;) {
       // A request or change from here on wakes the nap below, even one that came while this look was under way.
       const woken = this.wakes;
-      const seen = await this.observe(wants.map((w) => w.name));
+      const seen = await this.observe(wants, true);
       for (const w of wants) this.track(w, seen);
       await this.steerCanaries(wants, seen);
       const outcome = waveOutcome(wants, seen);
@@ -324,6 +376,8 @@ export class ReleaseEntity {
       this.state.failedApplication = stop.app;
       this.app(stop.app).phase = ReleaseAppPhase.Failed;
     }
+    // Whatever held the release gave way to the stop; a cluster still out of reach holds the undo as it comes to it.
+    this.state.heldByCluster = undefined;
     const undoing = aborted ? ReleasePhase.Aborting : ReleasePhase.RollingBack;
     // Taken up by a new run: what is done stays done (the Applications' phases say what is left).
     if (!resumed) {
@@ -335,16 +389,22 @@ export class ReleaseEntity {
     // canary off in the spec, below, would read as an abort "by spec").
     const by = `Release ${this.state.name}${aborted && this.abortRequest?.by ? ` (abort by ${this.abortRequest.by})` : ''}`;
     for (const a of running) {
+      if (a.cluster) {
+        await this.reach(a.cluster, `aborting the canary of ${a.name}`, () => run(memberActs.signalCanary, `abort the canary of ${appWords(a)}`,
+          { cluster: a.cluster!, namespace: this.state.namespace, app: a.name, workflowId: rolloutWorkflowId(this.state.namespace, a.name), signal: 'abort', request: { by, reason: stop.message } }), false);
+        continue;
+      }
       await getExternalWorkflowHandle(rolloutWorkflowId(this.state.namespace, a.name)).signal(controlSignals.abort, { by, reason: stop.message })
         .catch((err: unknown) => log.info(`the canary of ${a.name} takes no abort (its rollout is over or not started): its spec stops it`, { err: String(err) }));
     }
     // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
     const failed = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Failed);
     for (const a of [...running, ...failed]) {
-      await run(acts.stopCanary, `stop canary ${a.canaryVersion} of ${a.name}`, { namespace: this.state.namespace, app: a.name, canaryVersion: a.canaryVersion });
+      await this.reach(a.cluster, `stopping the canary of ${a.name}`, () => run(a.cluster ? memberActs.stopCanary : acts.stopCanary, `stop canary ${a.canaryVersion} of ${appWords(a)}`,
+        { namespace: this.state.namespace, app: a.name, ...inCluster(a.cluster), canaryVersion: a.canaryVersion }), false);
     }
-    await this.waitFor('the stopped canaries to end', running.map((a) => a.name), (o) => {
-      const a = this.app(o.name);
+    await this.waitFor('the stopped canaries to end', running, (o) => {
+      const a = this.app(releaseAppKey(o));
       if (!stopped(o, a.canaryVersion)) return false;
       // One that made it to its promotion meanwhile is promoted: the rollback below puts it back too.
       a.phase = promoted(o, { name: a.name, canaryVersion: a.canaryVersion, image: a.image ?? '' }) ? ReleaseAppPhase.Promoted : ReleaseAppPhase.Stopped;
@@ -352,16 +412,16 @@ export class ReleaseEntity {
     });
     for (const a of rollbackOrder(this.state.applications)) {
       if (!a.image || !a.previousImage) continue;
-      await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${a.name} back to ${a.previousImage}`);
-      await run(acts.revertApplication, `revert ${a.name} to ${a.previousImage}`, {
-        namespace: this.state.namespace, app: a.name, image: a.image, previousImage: a.previousImage, release: this.state.name,
+      await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${appWords(a)} back to ${a.previousImage}`);
+      await this.reach(a.cluster, `putting ${a.name} back`, () => run(a.cluster ? memberActs.revertApplication : acts.revertApplication, `revert ${appWords(a)} to ${a.previousImage}`, {
+        namespace: this.state.namespace, app: a.name, ...inCluster(a.cluster), image: a.image!, previousImage: a.previousImage!, release: this.state.name,
         why: aborted ? `the Release was aborted${this.abortRequest?.by ? ` by ${this.abortRequest.by}` : ''}${stop.message === 'aborted' ? '' : `: ${stop.message}`}` : stop.message,
-      });
-      await this.waitFor(`${a.name} to run ${a.previousImage} again`, [a.name], (o) => reverted(o, a.previousImage!));
+      }), false);
+      await this.waitFor(`${appWords(a)} to run ${a.previousImage} again`, [a], (o) => reverted(o, a.previousImage!));
       a.phase = ReleaseAppPhase.Reverted;
       a.message = `back to ${a.previousImage}`;
     }
-    await this.letGo();
+    await this.letGoAll();
     const who = aborted && this.abortRequest?.by ? ` by ${this.abortRequest.by}` : '';
     // A rollback's cause already says what failed ("the canary v2 of b was rolled back: ..."); an abort says who.
     await this.publish(stop.phase, `${aborted ? `aborted${who}: ` : ''}${stop.message}; every Application this release promoted runs its previous image again`,
@@ -370,25 +430,67 @@ export class ReleaseEntity {
 
   // ---- operations ----
 
-  private app(name: string): ReleaseAppState {
-    const a = this.state.applications.find((x) => x.name === name);
-    if (!a) throw new Error(`no Application ${name} in the release`);
+  /** An Application of the release by its key (its name, or cluster/name in a member cluster). */
+  private app(key: string): ReleaseAppState {
+    const a = this.state.applications.find((x) => releaseAppKey(x) === key);
+    if (!a) throw new Error(`no Application ${key} in the release`);
     return a;
   }
 
   private wants(wave: WavePlan): Want[] {
-    return wave.apps.map((a) => ({ name: a.name, canaryVersion: a.canaryVersion, image: this.app(a.name).image ?? '' }));
+    return wave.apps.map((a) => ({ name: a.name, ...inCluster(a.cluster), canaryVersion: a.canaryVersion, image: this.app(releaseAppKey(a)).image ?? '' }));
   }
 
-  private observe(apps: string[]): Promise<AppObservation[]> {
-    return run(looks.observeApplications, `observe ${apps.join(', ')}`, { namespace: this.state.namespace, apps });
+  /**
+   * Looks at Applications, cluster by cluster (one look each). A member cluster that cannot be reached holds the
+   * release until it answers (an abort or a deletion ends the hold when `abortable`).
+   */
+  private async observe(apps: { name: string; cluster?: string | undefined }[], abortable: boolean): Promise<AppObservation[]> {
+    const out: AppObservation[] = [];
+    for (const [cluster, group] of byCluster(apps)) {
+      const names = group.map((a) => a.name);
+      out.push(...await this.reach(cluster, `looking at ${names.join(', ')}`, () => (cluster
+        ? run(memberLooks.observeApplications, `observe ${names.join(', ')} in cluster ${cluster}`, { namespace: this.state.namespace, cluster, apps: names })
+        : run(looks.observeApplications, `observe ${names.join(', ')}`, { namespace: this.state.namespace, apps: names })), abortable));
+    }
+    return out;
+  }
+
+  /**
+   * Runs `call` on a cluster; when it is a member that cannot be reached, the release says so (status.heldByCluster,
+   * the message, an Event) and tries again at every wake or poll until it answers. With `abortable`, an abort or a
+   * deletion ends the wait (the undo then reaches what it can, holding again where it must).
+   */
+  private async reach<T>(cluster: string | undefined, what: string, call: () => Promise<T>, abortable: boolean): Promise<T> {
+    for (;;) {
+      const woken = this.wakes;
+      try {
+        const out = await call();
+        if (cluster && this.state.heldByCluster === cluster) {
+          this.state.heldByCluster = undefined;
+          await this.publish(this.state.phase, `cluster ${cluster} answers again: ${what}`, { reason: 'ClusterReachable', type: 'Normal' });
+        }
+        return out;
+      } catch (err) {
+        const why = cluster ? unreachable(err) : undefined;
+        if (why === undefined) throw err;
+        const first = this.state.heldByCluster !== cluster;
+        this.state.heldByCluster = cluster;
+        const text = `held: cluster ${cluster} cannot be reached (${what}): ${why}; the release goes on when it answers${abortable ? ', or rolls back on abort' : ''}`;
+        log.warn(text);
+        await this.publish(this.state.phase, text, first ? { reason: 'ClusterUnreachable', type: 'Warning' } : undefined);
+        // At most every 5 s, at least every second: a member down for hours costs a handful of events a minute.
+        await this.nap(Math.max(1000, Math.min(this.pollMs, 5000)), `cluster ${cluster} unreachable: try again`, woken);
+        if (abortable) this.throwIfStopped();
+      }
+    }
   }
 
   /** Keeps an Application's phase and message as its canary reports them. */
   private track(want: Want, seen: AppObservation[]): void {
-    const o = seen.find((x) => x.name === want.name);
+    const o = seen.find((x) => releaseAppKey(x) === releaseAppKey(want));
     if (!o) return;
-    const a = this.app(want.name);
+    const a = this.app(releaseAppKey(want));
     a.phase = appPhase(o, want);
     a.message = !o.exists ? 'deleted' : o.canary?.version === want.canaryVersion ? `${o.canary.phase ?? 'starting'}: ${o.canary.message ?? ''}` : 'starting its canary';
   }
@@ -400,14 +502,14 @@ export class ReleaseEntity {
   }
 
   /** Waits (durably) until every named Application satisfies `done`, looking again at every wake or poll. */
-  private async waitFor(what: string, apps: string[], done: (o: AppObservation) => boolean): Promise<void> {
+  private async waitFor(what: string, apps: { name: string; cluster?: string | undefined }[], done: (o: AppObservation) => boolean): Promise<void> {
     let left = apps;
     while (left.length) {
       const woken = this.wakes;
-      const seen = await this.observe(left);
-      left = seen.filter((o) => !done(o)).map((o) => o.name);
+      const seen = await this.observe(left, false);
+      left = seen.filter((o) => !done(o));
       if (!left.length) return;
-      log.info(`waiting for ${what}`, { left });
+      log.info(`waiting for ${what}`, { left: left.map(releaseAppKey) });
       await this.nap(Math.min(this.pollMs, 5000), `waiting for ${what}: look again`, woken);
     }
   }
@@ -447,21 +549,40 @@ export class ReleaseEntity {
   private async steerCanaries(wants: Want[], seen: AppObservation[]): Promise<void> {
     const wanted = this.promoteRequest ? 'promote' : this.state.pausedByUser ? 'pause' : 'resume';
     for (const want of wants) {
-      const o = seen.find((x) => x.name === want.name);
+      const key = releaseAppKey(want);
+      const o = seen.find((x) => releaseAppKey(x) === key);
       const rolling = o?.exists && o.canary?.version === want.canaryVersion && o.canary.phase !== undefined && !isTerminal(o.canary.phase);
-      const told = this.told.get(want.name);
+      const told = this.told.get(key);
       if (!rolling || told === wanted || (wanted === 'resume' && told === undefined)) continue;
       try {
-        await getExternalWorkflowHandle(rolloutWorkflowId(this.state.namespace, want.name)).signal(controlSignals[wanted], this.lastRequest);
-        this.told.set(want.name, wanted);
+        const workflowId = rolloutWorkflowId(this.state.namespace, want.name);
+        // A member's rollout runs in its own operator's Temporal namespace: an activity signals it there.
+        if (want.cluster) {
+          const sent = await run(memberActs.signalCanary, `${wanted} the canary of ${appWords(want)}`, { cluster: want.cluster, namespace: this.state.namespace, app: want.name, workflowId, signal: wanted, request: this.lastRequest });
+          if (!sent) continue;
+        } else {
+          await getExternalWorkflowHandle(workflowId).signal(controlSignals[wanted], this.lastRequest);
+        }
+        this.told.set(key, wanted);
       } catch (err) {
-        log.warn(`could not ${wanted} the canary of ${want.name}; trying again`, { err: String(err) });
+        log.warn(`could not ${wanted} the canary of ${appWords(want)}; trying again`, { err: String(err) });
       }
     }
   }
 
-  private async letGo(): Promise<void> {
-    await run(acts.releaseClaims, 'let the Applications go', { namespace: this.state.namespace, release: this.state.name, apps: this.state.applications.map((a) => a.name) });
+  /** Lets go of the release's Applications, cluster by cluster. */
+  private async letGoAll(): Promise<void> {
+    for (const [cluster] of byCluster(this.state.applications)) await this.letGo(cluster);
+  }
+
+  private async letGo(cluster: string | undefined): Promise<void> {
+    const apps = this.state.applications.filter((a) => a.cluster === cluster).map((a) => a.name);
+    if (!cluster) {
+      await run(acts.releaseClaims, 'let the Applications go', { namespace: this.state.namespace, release: this.state.name, apps });
+      return;
+    }
+    await this.reach(cluster, 'letting its Applications go', () => run(memberActs.releaseClaims, `let the Applications of cluster ${cluster} go`,
+      { namespace: this.state.namespace, release: this.state.name, cluster, apps }), false);
   }
 
   /** Status everywhere: the Release's status (only when it changed) and an Event, the UI's current details, the log. */
@@ -473,10 +594,10 @@ export class ReleaseEntity {
       `**Release ${s.namespace}/${s.name}** — ${phase}`,
       s.waves ? `wave ${s.wave}/${s.waves}` : '',
       message,
-      ...s.applications.map((a) => `- wave ${a.wave}: ${a.name} ${a.canaryVersion}: ${a.phase}${a.message ? ` — ${a.message}` : ''}`),
+      ...s.applications.map((a) => `- wave ${a.wave}: ${appWords(a)} ${a.canaryVersion}: ${a.phase}${a.message ? ` — ${a.message}` : ''}`),
     ].filter(Boolean).join('\n\n'));
     const status = {
-      phase, wave: s.wave || null, waves: s.waves, message, observedGeneration: s.generation ?? null, failedApplication: s.failedApplication ?? null,
+      phase, wave: s.wave || null, waves: s.waves, message, observedGeneration: s.generation ?? null, failedApplication: s.failedApplication ?? null, heldByCluster: s.heldByCluster ?? null,
       applications: s.applications.map((a) => ({ ...a })),
     };
     if (!this.written.isNew(status) && !event) return;
