@@ -23,6 +23,16 @@ const actions: Record<ControlAction, string> = {
   resume: 'lift a pause you (or someone) asked for, or a hold for an inconclusive analysis; a pause step is an approval that only promote passes',
 };
 
+/** Runs `work` with a Temporal client, closing its connection after, whatever happens. */
+async function withTemporal(cfg: ReturnType<typeof clientConfig>, work: (client: Awaited<ReturnType<typeof connectClient>>['client']) => Promise<void>): Promise<void> {
+  const { client, connection } = await connectClient(cfg);
+  try {
+    await work(client);
+  } finally {
+    await connection.close();
+  }
+}
+
 /** The namespace a client command acts in: -n, else the kubeconfig context's. */
 const namespaceOf = (opts: Record<string, unknown>) => (opts['namespace'] as string | undefined) ?? defaultNamespace(opts['kubeconfig'] as string | undefined);
 
@@ -35,15 +45,12 @@ for (const [action, description] of Object.entries(actions) as [ControlAction, s
     .option('--reason <text>', 'why (recorded in status and history)'))
     .action(async (app: string, opts: Record<string, unknown>) => {
       const cfg = clientConfig(opts);
-      const { client, connection } = await connectClient(cfg);
-      try {
+      await withTemporal(cfg, async (client) => {
         const outcome = await control(client, action, namespaceOf(opts), app, opts['reason'] as string | undefined, await requester(cfg.kubeconfig));
         console.log(outcome.note);
         if (outcome.state) console.log(formatRollout(outcome.state));
         else if (outcome.result) console.log(formatResult(outcome.result));
-      } finally {
-        await connection.close();
-      }
+      });
     });
 }
 
@@ -51,8 +58,7 @@ withClientOptions(withTarget(program.command('status').description("show the App
   .option('-o, --output <format>', 'text or json', 'text'))
   .action(async (app: string, opts: Record<string, unknown>) => {
     const ns = namespaceOf(opts);
-    const { client, connection } = await connectClient(clientConfig(opts));
-    try {
+    await withTemporal(clientConfig(opts), async (client) => {
       const s = await appStatus(client, ns, app);
       if (opts['output'] === 'json') {
         console.log(JSON.stringify(s, null, 2));
@@ -76,9 +82,7 @@ withClientOptions(withTarget(program.command('status').description("show the App
       else if (s.rolloutResult) console.log(`last rollout: ${formatResult(s.rolloutResult)}`);
       else console.log('no rollout');
       for (const line of failing('rollout')) console.log(line);
-    } finally {
-      await connection.close();
-    }
+    });
   });
 
 const release = program.command('release').description('control a Release: all its waves as one (promote, abort, pause, resume) and its status');
@@ -96,33 +100,26 @@ for (const [action, description] of Object.entries(releaseActions) as [ControlAc
     .option('--reason <text>', 'why (recorded in status and history)'))
     .action(async (name: string, opts: Record<string, unknown>) => {
       const cfg = clientConfig(opts);
-      const { client, connection } = await connectClient(cfg);
-      try {
+      await withTemporal(cfg, async (client) => {
         const outcome = await controlRelease(client, action, namespaceOf(opts), name, opts['reason'] as string | undefined, await requester(cfg.kubeconfig));
         console.log(`${outcome.note}\n${formatRelease(outcome.state)}`);
-      } finally {
-        await connection.close();
-      }
+      });
     });
 }
 withClientOptions(withRelease(release.command('history').description('the Release\'s story, oldest first: every status it wrote (waves started and promoted, clusters held at and answering again, what was put back and why), read from its workflow histories'))
   .option('-o, --output <format>', 'text or json', 'text'))
   .action(async (name: string, opts: Record<string, unknown>) => {
     const ns = namespaceOf(opts);
-    const { client, connection } = await connectClient(clientConfig(opts));
-    try {
+    await withTemporal(clientConfig(opts), async (client) => {
       const entries = await releaseHistory(client, ns, name);
       console.log(opts['output'] === 'json' ? JSON.stringify(entries, null, 2) : formatReleaseHistory(ns, name, entries));
-    } finally {
-      await connection.close();
-    }
+    });
   });
 withClientOptions(withRelease(release.command('status').description('show the Release: its phase, wave, and each Application'))
   .option('-o, --output <format>', 'text or json', 'text'))
   .action(async (name: string, opts: Record<string, unknown>) => {
     const ns = namespaceOf(opts);
-    const { client, connection } = await connectClient(clientConfig(opts));
-    try {
+    await withTemporal(clientConfig(opts), async (client) => {
       const state = await releaseStatus(client, ns, name);
       if (!state) {
         console.error(`${ns}/${name}: no workflow for this Release (is it there? kubectl -n ${ns} get release ${name})`);
@@ -130,9 +127,7 @@ withClientOptions(withRelease(release.command('status').description('show the Re
         return;
       }
       console.log(opts['output'] === 'json' ? JSON.stringify(state, null, 2) : formatRelease(state));
-    } finally {
-      await connection.close();
-    }
+    });
   });
 
 withClientOptions(withTarget(program.command('history').description('every rollout of the Application (canary or blue-green), newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
@@ -140,13 +135,10 @@ withClientOptions(withTarget(program.command('history').description('every rollo
   .option('--limit <n>', 'at most this many rollouts', (v) => Number.parseInt(v, 10), 20))
   .action(async (app: string, opts: Record<string, unknown>) => {
     const ns = namespaceOf(opts);
-    const { client, connection } = await connectClient(clientConfig(opts));
-    try {
+    await withTemporal(clientConfig(opts), async (client) => {
       const histories = await rolloutHistory(client, ns, app, opts['limit'] as number);
       console.log(opts['output'] === 'json' ? JSON.stringify(histories, null, 2) : formatHistory(ns, app, histories));
-    } finally {
-      await connection.close();
-    }
+    });
   });
 
 withCodecServerOptions(program.command('codec-server').description('serve Temporal\'s remote codec protocol with the payload keys, so the Temporal UI and CLI can read encrypted payloads'))
