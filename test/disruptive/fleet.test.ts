@@ -39,6 +39,12 @@ describe('fleet Releases across three clusters', () => {
   const members: Member[] = [];
   const member = (i: number) => members[i]!;
 
+  /** A wave per cluster for one Application, canary 2.0: the hub, then b, then c (`last` changes c's entry). */
+  const clusterByCluster = (app: string, last: Json = {}): Json[] => [
+    { applications: [{ name: app, canaryVersion: '2.0' }] },
+    { applications: [{ name: app, cluster: member(0).name, canaryVersion: '2.0' }] },
+    { applications: [{ name: app, cluster: member(1).name, canaryVersion: '2.0', ...last }] },
+  ];
   /** Waits until an Application in a member cluster is as `ok` wants it. */
   const waitMemberApp = async (m: Member, app: string, what: string, ok: (a: Json | null) => boolean, timeoutMs = 120_000) => {
     let last: Json | null | undefined;
@@ -168,14 +174,7 @@ describe('fleet Releases across three clusters', () => {
 
   it('a canary failing in the last cluster stops the Release and puts the first two clusters back, last first', async () => {
     const [b, c] = [member(0), member(1)];
-    await applyAsUser(releaseManifest(ns!.name, 'bad', {
-      steps,
-      waves: [
-        { applications: [{ name: 'web', canaryVersion: '2.0' }] },
-        { applications: [{ name: 'web', cluster: b.name, canaryVersion: '2.0' }] },
-        { applications: [{ name: 'web', cluster: c.name, canaryVersion: 'broken', image: unreadyImage }] },
-      ],
-    }));
+    await applyAsUser(releaseManifest(ns!.name, 'bad', { steps, waves: clusterByCluster('web', { canaryVersion: 'broken', image: unreadyImage }) }));
     const rel = await waitRelease(ns!.name, 'bad', releasePhaseIs('RolledBack'), 'RolledBack', 300_000);
     assert.equal(rel.status.failedApplication, `${c.name}/web`);
     assert.match(rel.status.message, new RegExp(`^the canary broken of web in cluster ${c.name} was rolled back: .*; every Application this release promoted runs its previous image again$`));
@@ -194,14 +193,7 @@ describe('fleet Releases across three clusters', () => {
 
   it("a member's API server stopped mid-wave holds the Release visibly; started again, the Release goes on and is promoted", async () => {
     const [b, c] = [member(0), member(1)];
-    await applyAsUser(releaseManifest(ns!.name, 'outage', {
-      steps: [{ setWeight: 50 }, { pause: { duration: '20s' } }],
-      waves: [
-        { applications: [{ name: 'shop', canaryVersion: '2.0' }] },
-        { applications: [{ name: 'shop', cluster: b.name, canaryVersion: '2.0' }] },
-        { applications: [{ name: 'shop', cluster: c.name, canaryVersion: '2.0' }] },
-      ],
-    }));
+    await applyAsUser(releaseManifest(ns!.name, 'outage', { steps: [{ setWeight: 50 }, { pause: { duration: '20s' } }], waves: clusterByCluster('shop') }));
     await waitRelease(ns!.name, 'outage', (r) => r.status?.wave === 2 && r.status.applications?.some((a: Json) => a.cluster === b.name && a.phase === 'Progressing'), `wave 2 running in ${b.name}`, 180_000);
     // Mid-wave: b's canary takes traffic and pauses (a canary whose pods are not up yet when its cluster's control
     // plane goes away may fail its own health gate when it comes back, which is b's operator's business, not this test's).
