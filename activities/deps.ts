@@ -21,8 +21,8 @@ export interface ActivityDeps {
   notifyDefault?: PlanNotification;
   /** The member clusters fleet Releases reach (kube/clusters.ts). */
   clusters?: MemberClusters;
-  /** Signals a workflow in another Temporal namespace of the same server (a member cluster's operator's). */
-  signalWorkflow?: (temporalNamespace: string, workflowId: string, signal: string, arg: unknown) => Promise<void>;
+  /** Signals a workflow in another Temporal namespace of the same server (a member cluster's operator's); false when there is no such workflow. */
+  signalWorkflow?: (temporalNamespace: string, workflowId: string, signal: string, arg: unknown) => Promise<boolean>;
 }
 
 /** A link to the workflow in the Temporal UI. */

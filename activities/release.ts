@@ -6,7 +6,7 @@ import { imageAtVersion, parseApplication, type Application } from '../api/appli
 import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
 import { KubeError, type Kube, type KubeObject } from '../kube/client.ts';
-import { ClusterNotRegistered } from '../kube/clusters.ts';
+import { ClusterNotRegistered, type MemberCluster } from '../kube/clusters.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
@@ -41,11 +41,7 @@ const claimKey = (input: InCluster) => (input.cluster ? FLEET_RELEASE_ANNOTATION
 async function inCluster<T>(deps: ActivityDeps, input: InCluster, work: (kube: Kube) => Promise<T>): Promise<T> {
   if (!input.cluster) return work(deps.kube);
   const cluster = input.cluster;
-  if (!deps.clusters) throw ApplicationFailure.nonRetryable(`cluster ${cluster}: this operator reaches no member clusters (it runs without --clusters-namespace)`, FailureType.ClusterUnreachable);
-  const member = await deps.clusters.get(cluster).catch((err: unknown) => {
-    throw err instanceof ClusterNotRegistered ? ApplicationFailure.nonRetryable(err.message, FailureType.ClusterUnreachable) : err;
-  });
-  const { kube, server } = member;
+  const { kube, server } = await memberCluster(deps, cluster);
   try {
     return await work(kube);
   } catch (err) {
@@ -54,6 +50,14 @@ async function inCluster<T>(deps: ActivityDeps, input: InCluster, work: (kube: K
     const why = err instanceof Error ? err.message : String(err);
     throw ApplicationFailure.nonRetryable(`cluster ${cluster} (${server}): ${why}`, FailureType.ClusterUnreachable);
   }
+}
+
+/** The registered member cluster `cluster`; one that is not (or whose Secret is unusable) is ClusterUnreachable. */
+async function memberCluster(deps: ActivityDeps, cluster: string): Promise<MemberCluster> {
+  if (!deps.clusters) throw ApplicationFailure.nonRetryable(`cluster ${cluster}: this operator reaches no member clusters (it runs without --clusters-namespace)`, FailureType.ClusterUnreachable);
+  return deps.clusters.get(cluster).catch((err: unknown) => {
+    throw err instanceof ClusterNotRegistered ? ApplicationFailure.nonRetryable(err.message, FailureType.ClusterUnreachable) : err;
+  });
 }
 
 /** Reads the Release, adds our finalizer, and plans its current generation (or says why it cannot). */
@@ -291,16 +295,9 @@ function observeIn(kube: Kube, input: ObserveApplicationsInput): Promise<AppObse
  * operator runs in (the cluster's Secret names it). A rollout that is over or not started takes none: not an error.
  */
 export async function signalCanary(deps: ActivityDeps, input: SignalCanaryInput): Promise<boolean> {
-  const member = await inCluster(deps, { cluster: input.cluster }, async () => deps.clusters!.get(input.cluster));
+  const member = await memberCluster(deps, input.cluster);
   if (!member.temporalNamespace || !deps.signalWorkflow) return false;
-  try {
-    await deps.signalWorkflow(member.temporalNamespace, input.workflowId, input.signal, input.request);
-    return true;
-  } catch (err) {
-    const name = err instanceof Error ? err.name : '';
-    if (name === 'WorkflowNotFoundError') return false;
-    throw err;
-  }
+  return deps.signalWorkflow(member.temporalNamespace, input.workflowId, input.signal, input.request);
 }
 
 /** Writes the Release's status (a merge patch of what changed) and records a transition as an Event on it. */

@@ -9,7 +9,7 @@ import type { Logger } from './log.ts';
 import { connectClient, dataConverterFor } from './temporal.ts';
 
 /** Sends signals to workflows of other namespaces over one connection, opened at the first signal. */
-export function temporalSignaller(cfg: OperatorConfig): { send: (namespace: string, workflowId: string, signal: string, arg: unknown) => Promise<void>; close: () => Promise<void> } {
+export function temporalSignaller(cfg: OperatorConfig): { send: (namespace: string, workflowId: string, signal: string, arg: unknown) => Promise<boolean>; close: () => Promise<void> } {
   let connection: Promise<Connection> | undefined;
   const clients = new Map<string, Client>();
   return {
@@ -24,13 +24,11 @@ export function temporalSignaller(cfg: OperatorConfig): { send: (namespace: stri
         client = new Client({ connection: c, namespace, dataConverter: await dataConverterFor(cfg) });
         clients.set(namespace, client);
       }
-      try {
-        await client.workflow.getHandle(workflowId).signal(signal, arg);
-      } catch (err) {
-        // The activity tells "no such rollout" (over, or not started yet) from a failure by the error's name.
-        if (err instanceof WorkflowNotFoundError) throw Object.assign(new Error(err.message), { name: 'WorkflowNotFoundError' });
+      // No such workflow (a rollout over, or not started yet) is an answer, not a failure.
+      return client.workflow.getHandle(workflowId).signal(signal, arg).then(() => true, (err: unknown) => {
+        if (err instanceof WorkflowNotFoundError) return false;
         throw err;
-      }
+      });
     },
     close: async () => {
       const c = await connection?.catch(() => undefined);

@@ -60,6 +60,8 @@ function byCluster<T extends { cluster?: string | undefined }>(items: T[]): [str
 }
 
 const inCluster = (cluster: string | undefined) => (cluster ? { cluster } : {});
+/** The activities for a cluster: the operator's own with their retries, a member's tried twice before the release holds. */
+const actsIn = (cluster: string | undefined) => (cluster ? memberActs : acts);
 
 /** Why a release stops short of its end: an abort, a failed canary, a deleted Application, or the Release being deleted. */
 class Stop extends Error {
@@ -215,7 +217,7 @@ export class ReleaseEntity {
         const where = cluster ? ` in cluster ${cluster}` : '';
         let claim;
         try {
-          claim = await this.reach(cluster, 'claiming its Applications', () => run(cluster ? memberActs.claimApplications : acts.claimApplications,
+          claim = await this.reach(cluster, 'claiming its Applications', () => run(actsIn(cluster).claimApplications,
             `claim ${apps.map((a) => a.name).join(', ')}${where}`, { namespace: this.state.namespace, release: this.state.name, ...inCluster(cluster), apps: apps.map(({ cluster: _c, ...a }) => a) }), true);
         } catch (err) {
           if (!(err instanceof Stop)) throw err;
@@ -304,7 +306,7 @@ export class ReleaseEntity {
         namespace: this.state.namespace, release: this.state.name, app: a.name, ...inCluster(a.cluster), canaryVersion: a.canaryVersion,
         ...(a.image ? { image: a.image } : {}), ...(wave.steps ? { steps: wave.steps } : {}), ...(wave.analysis ? { analysis: wave.analysis } : {}),
       };
-      await this.reach(a.cluster, `starting the canary of ${a.name}`, () => run(a.cluster ? memberActs.startCanary : acts.startCanary, `wave ${i + 1}: start canary ${a.canaryVersion} of ${appWords(a)}`, input), true);
+      await this.reach(a.cluster, `starting the canary of ${a.name}`, () => run(actsIn(a.cluster).startCanary, `wave ${i + 1}: start canary ${a.canaryVersion} of ${appWords(a)}`, input), true);
       this.app(releaseAppKey(a)).phase = ReleaseAppPhase.Progressing;
     }
   }
@@ -400,7 +402,7 @@ export class ReleaseEntity {
     // The failed canary is switched off too, so every Application's spec says what runs once the release is over.
     const failed = this.state.applications.filter((a) => a.phase === ReleaseAppPhase.Failed);
     for (const a of [...running, ...failed]) {
-      await this.reach(a.cluster, `stopping the canary of ${a.name}`, () => run(a.cluster ? memberActs.stopCanary : acts.stopCanary, `stop canary ${a.canaryVersion} of ${appWords(a)}`,
+      await this.reach(a.cluster, `stopping the canary of ${a.name}`, () => run(actsIn(a.cluster).stopCanary, `stop canary ${a.canaryVersion} of ${appWords(a)}`,
         { namespace: this.state.namespace, app: a.name, ...inCluster(a.cluster), canaryVersion: a.canaryVersion }), false);
     }
     await this.waitFor('the stopped canaries to end', running, (o) => {
@@ -413,7 +415,7 @@ export class ReleaseEntity {
     for (const a of rollbackOrder(this.state.applications)) {
       if (!a.image || !a.previousImage) continue;
       await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${appWords(a)} back to ${a.previousImage}`);
-      await this.reach(a.cluster, `putting ${a.name} back`, () => run(a.cluster ? memberActs.revertApplication : acts.revertApplication, `revert ${appWords(a)} to ${a.previousImage}`, {
+      await this.reach(a.cluster, `putting ${a.name} back`, () => run(actsIn(a.cluster).revertApplication, `revert ${appWords(a)} to ${a.previousImage}`, {
         namespace: this.state.namespace, app: a.name, ...inCluster(a.cluster), image: a.image!, previousImage: a.previousImage!, release: this.state.name,
         why: aborted ? `the Release was aborted${this.abortRequest?.by ? ` by ${this.abortRequest.by}` : ''}${stop.message === 'aborted' ? '' : `: ${stop.message}`}` : stop.message,
       }), false);
