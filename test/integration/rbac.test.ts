@@ -100,7 +100,7 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
 
 /** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
 // 'pod reason' gets 20 s: a Deployment's pods to create and fail, yet well before the operator's timed re-check (30 s).
-const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 30_000, 'mirror': 30_000, 'release': 30_000 };
+const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 45_000, 'mirror': 45_000, 'release': 45_000 };
 const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
 const PASS_MS = 60_000;
 

@@ -150,18 +150,24 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   });
 
   it('a promotion waiting for stable looks again as soon as the stable Deployment changes, not at the next poll', async () => {
-    // Gates every minute: between polls of the stable Deployment the rollout waits 2 s, unless told it changed.
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }], gates: { ...gates, intervalMs: 60_000 } }), { stableDoneAt: 1 });
+    // Gates every minute: between polls of the stable Deployment the rollout waits 2 s, unless told it changed. The
+    // change is told while the first look is still in flight (its answer held until then), so a slow machine cannot
+    // let the 2 s poll run out before the signal lands.
+    let told!: () => void;
+    const signalled = new Promise<void>((resolve) => { told = resolve; });
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }], gates: { ...gates, intervalMs: 60_000 } }), {
+      stableDoneAt: 1, hold: { stableRolledOut: (n) => (n === 0 ? signalled : undefined) },
+    });
     await run.r.until('first look at stable', (r) => r.count('stableRolledOut') >= 1);
     const gateChecks = run.r.count('observeCanary');
     await run.handle.signal(recheckSignal, { object: 'Deployment/app' });
+    told();
     const result = await finish(run);
     assert.equal(result.phase, 'Promoted');
     assert.equal(run.r.count('stableRolledOut'), 2);
     assert.equal(run.r.count('observeCanary'), gateChecks, 'the stable Deployment\'s change needs no gate check');
     const events = (await run.handle.fetchHistory()).events ?? [];
-    // The wait between polls was cut short (its timer cancelled, or never started when the change came during the
-    // first look): no poll timer fired.
+    // The change came during the first look: the wait between polls never started, and no poll timer fired.
     const fired = new Set(events.filter((e) => e.timerFiredEventAttributes).map((e) => String(e.timerFiredEventAttributes?.timerId)));
     const polls = events.filter((e) => e.timerStartedEventAttributes && /next look/.test(summaryOf(e) ?? ''));
     assert.deepEqual(polls.filter((e) => fired.has(String(e.timerStartedEventAttributes?.timerId))).map((e) => summaryOf(e)), [], 'a poll timer fired');

@@ -4,7 +4,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { defaultPayloadConverter } from '@temporalio/common';
 import proto from '@temporalio/proto';
-import { Client, Connection, type WorkflowHandle } from '@temporalio/client';
+import { Client, Connection, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import assert from 'node:assert/strict';
 import { DefaultLogger, NativeConnection, Runtime, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
@@ -47,6 +47,11 @@ export interface Script {
   job?: (n: number, check: string) => 'running' | 'succeeded' | 'failed';
   /** Makes an activity fail: return an error to throw on its n-th call. */
   fail?: Partial<Record<keyof Activities, (n: number) => Error | undefined>>;
+  /**
+   * Holds an activity's answer (the call already recorded) until the promise returned for its n-th call settles:
+   * a scenario can act while the activity is in flight, whatever the machine's load.
+   */
+  hold?: Partial<Record<keyof Activities, (n: number) => Promise<void> | undefined>>;
 }
 
 export interface Call {
@@ -323,7 +328,10 @@ export class WorkflowTier {
     const activities = Object.fromEntries(activityNames.map((name) => [name, (input: Record<string, unknown>) => {
       const r = this.scenarios.get(input['namespace'] as string);
       if (!r) throw ApplicationFailure.nonRetryable(`no scenario for namespace ${String(input['namespace'])}`, 'NoScenario');
-      return Promise.resolve(r.answer(name, input));
+      const n = r.count(name);
+      const answer = r.answer(name, input);
+      const held = r.script.hold?.[name]?.(n);
+      return held ? held.then(() => answer) : Promise.resolve(answer);
     }]));
     this.worker = await Worker.create({
       connection: this.native, namespace, taskQueue: this.taskQueue, workflowBundle: await workflowBundle(), activities,
@@ -368,28 +376,45 @@ export class WorkflowTier {
 
   /** Replays every run of a workflow id (a chain of continue-as-new runs, or runs of several rollouts); returns how many. */
   async replayRuns(workflowId: string): Promise<number> {
-    let runs = 0;
-    for await (const wf of this.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
-      await this.replay(this.client.workflow.getHandle(wf.workflowId, wf.runId));
-      runs++;
-    }
-    return runs;
+    const runs = await this.allRuns(workflowId);
+    for (const run of runs) await this.replay(this.client.workflow.getHandle(workflowId, run.runId));
+    return runs.length;
   }
 
   /** The input of every run of a workflow id, oldest first: what each continue-as-new carried. */
   async runInputs<T>(workflowId: string): Promise<T[]> {
-    const runs: { start: number; input: T }[] = [];
-    for await (const wf of this.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
-      const first = (await this.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events?.[0];
-      const payload = first?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
-      if (payload) runs.push({ start: wf.startTime.getTime(), input: defaultPayloadConverter.fromPayload<T>(payload) });
-    }
-    return runs.sort((a, b) => a.start - b.start).map((r) => r.input);
+    return (await this.allRuns(workflowId)).map((r) => r.input as T);
   }
 
   /** How many runs of a workflow id Temporal knows (each continue-as-new starts one). */
   async runs(workflowId: string): Promise<number> {
-    return (await this.client.workflow.count(`WorkflowId = '${workflowId}'`)).count;
+    return (await this.allRuns(workflowId)).length;
+  }
+
+  /**
+   * Every run of a workflow id, oldest first. Temporal's visibility store (what list and count read) catches up a
+   * moment after a run starts or ends, later on a loaded machine; so the chain of continue-as-new runs is walked back
+   * from the current run through each run's first event, which is never behind, and runs visibility lists outside
+   * that chain (an earlier rollout under the same id) are added.
+   */
+  private async allRuns(workflowId: string): Promise<{ runId: string; start: number; input: unknown }[]> {
+    const runs = new Map<string, { runId: string; start: number; input: unknown }>();
+    const read = async (runId: string) => {
+      const first = (await this.client.workflow.getHandle(workflowId, runId).fetchHistory()).events?.[0];
+      const started = first?.workflowExecutionStartedEventAttributes;
+      const payload = started?.input?.payloads?.[0];
+      runs.set(runId, { runId, start: Number(first?.eventTime?.seconds ?? 0) * 1000 + (first?.eventTime?.nanos ?? 0) / 1e6, input: payload ? defaultPayloadConverter.fromPayload(payload) : undefined });
+      return started?.continuedExecutionRunId || undefined;
+    };
+    let runId: string | undefined;
+    try {
+      runId = (await this.client.workflow.getHandle(workflowId).describe()).runId;
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    }
+    while (runId && !runs.has(runId)) runId = await read(runId);
+    for await (const wf of this.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) if (!runs.has(wf.runId)) await read(wf.runId);
+    return [...runs.values()].sort((a, b) => a.start - b.start);
   }
 
   /** Replays the run's history on fresh workflow code (it must not diverge), and checks every activity and timer in it carries a summary. */
