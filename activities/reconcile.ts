@@ -1,5 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { parseApplication, type Application } from '../api/application.ts';
+import { parseApplication, type AppliedChild, type Application } from '../api/application.ts';
 import { API_VERSION, ConditionType, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, isTerminal, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
@@ -131,7 +131,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
   const plan = withNotifications(rolloutPlan(app), app, deps.notifyDefault);
   const rolloutSpec = rolloutSpecState(app, plan);
-  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app), rolloutSpec);
+  const { status, written } = await writeStatus(deps, raw, input, observed, null, observedGeneration, scalingOf(app), rolloutSpec, input.apply ? appliedChildren(answered) : undefined);
   const warning = written ? degradedEvent(raw.status?.conditions, status.conditions, podIssue(observed.pods) ?? undefined) : null;
   // Keyed by its cause: a problem that outlives many passes is one Event (the API server refuses the same key twice).
   if (warning) await recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', ...warning });
@@ -157,7 +157,13 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   };
 }
 
-/** Whether status names a rollout in flight of the canary the spec asks for. */
+/** The children as the apply answered them, in a stable order: status.children. */
+function appliedChildren(answered: Map<string, KubeObject>): AppliedChild[] {
+  return [...answered.values()]
+    .map((o) => ({ kind: o.kind, name: o.metadata.name, ...(o.metadata.generation !== undefined ? { generation: o.metadata.generation } : {}) }))
+    .sort((a, b) => `${a.kind}/${a.name}`.localeCompare(`${b.kind}/${b.name}`));
+}
+
 /**
  * What a repair is judged on: the labels, annotations and spec, as JSON. Not the resourceVersion: an apply that
  * changes only who manages a field (once the HPA owns spec.replicas, say) writes the object without putting anything
@@ -168,6 +174,7 @@ function contentOf(o: KubeObject): string {
   return JSON.stringify([labels ?? null, annotations ?? null, (o as { spec?: unknown }).spec ?? null]);
 }
 
+/** Whether status names a rollout in flight of the canary the spec asks for. */
 function inFlight(app: Application): boolean {
   const last = app.status?.canary;
   const plan = rolloutPlan(app);
@@ -249,12 +256,15 @@ async function writeStatus(
   observedGeneration: number | undefined,
   scaling?: Scaling,
   rolloutSpec?: RolloutSpecState,
+  /** What this pass applied; a pass that applied nothing keeps what status says. */
+  applied?: AppliedChild[],
 ): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
   const temporalUI = workflowUiLink(deps, input.workflowId);
   const canary = raw.status?.['canary'] as CanaryStatusLike | undefined;
+  const children = applied ?? (raw.status?.['children'] as AppliedChild[] | undefined);
   const next = desiredStatus(raw, observed, failure, {
     workflowId: input.workflowId, observedGeneration, ...(temporalUI ? { temporalUI } : {}), ...(canary ? { canary } : {}), ...(scaling ? { scaling } : {}),
-    ...(rolloutSpec ? { rolloutSpec } : {}),
+    ...(rolloutSpec ? { rolloutSpec } : {}), ...(children ? { children } : {}),
   });
   const { canary: _canary, ...current } = raw.status ?? {};
   if (!statusChanged(current, next)) return { status: next, written: false };

@@ -551,6 +551,13 @@ const canaryStatusSchema = z.object({
   specDigest: z.string().optional(),
 });
 
+/**
+ * A child as the operator's last apply left it: what a restarted watcher compares its lists against, so a settled
+ * Application nobody touched while the operator was away needs no pass (docs/scaling.md, "Restarts").
+ */
+export const appliedChildSchema = z.object({ kind: z.string(), name: z.string(), generation: z.int().optional() });
+export type AppliedChild = z.infer<typeof appliedChildSchema>;
+
 /** The status the operator writes; the API server has already checked it against the CRD. */
 export const applicationStatusSchema = z.object({
   observedGeneration: z.int().optional(),
@@ -567,6 +574,7 @@ export const applicationStatusSchema = z.object({
   workflowId: z.string().optional(),
   temporalUI: z.string().optional(),
   canary: canaryStatusSchema.optional(),
+  children: z.array(appliedChildSchema).optional(),
 });
 
 /** A whole Application object. metadata.namespace and metadata.uid are set on every object read from the cluster. */

@@ -1,4 +1,4 @@
-import type { Application, ApplicationStatus } from '../api/application.ts';
+import type { AppliedChild, Application, ApplicationStatus } from '../api/application.ts';
 import { ConditionType, Phase, Reason, isTerminal } from '../api/constants.ts';
 
 /** What the reconcile activity observed of the children that status is derived from. */
@@ -335,6 +335,8 @@ export function desiredStatus(
     workflowId: string; temporalUI?: string; observedGeneration: number | undefined; canary?: CanaryStatusLike; scaling?: Scaling;
     /** Whether the rollout in flight runs with today's canary spec (canary-plan.ts rolloutSpecState). */
     rolloutSpec?: { running: false } | { running: true; version: string; deferred?: string[] };
+    /** The children as the last apply left them (kept from status by a pass that applies nothing). */
+    children?: AppliedChild[];
   },
 ): Omit<ApplicationStatus, 'lastUpdateTime' | 'canary' | 'conditions'> & { conditions: Condition[] } {
   const { phase, reason, message, issue } = decidePhase(app, observed, failure);
@@ -357,6 +359,7 @@ export function desiredStatus(
     endpoints: endpointsOf(observed.service),
     workflowId: info.workflowId,
     ...(info.temporalUI ? { temporalUI: info.temporalUI } : {}),
+    ...(info.children ? { children: info.children } : {}),
   };
 }
 

@@ -1,5 +1,6 @@
 // What a watch event means to an Application's workflow, as one pure function the watcher calls for every event.
-import { KIND, RELEASE_KIND } from '../api/constants.ts';
+import type { AppliedChild } from '../api/application.ts';
+import { FINALIZER, KIND, Phase, RELEASE_KIND, isTerminal } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
 import type { ChangeReason } from '../workflows/contract.ts';
 
@@ -13,6 +14,8 @@ export interface Observation {
   status: string;
   /** The Application carries our finalizer (so its workflow, not the watcher, sees its deletion through). */
   finalizer: boolean;
+  /** Of a child: namespace/name of the Application that owns it. */
+  owner?: string;
 }
 
 export interface WatchEvent {
@@ -63,3 +66,61 @@ export function podChangeReason(before: string | undefined, after: string): Chan
 
 /** When several reasons arrive in one burst, the workflow needs only the strongest (every one but child-status re-applies). */
 export const reasonStrength: Record<ChangeReason, number> = { 'child-status': 0, resync: 1, child: 2, deleted: 3, spec: 4 };
+
+/**
+ * What a settled Application's status says its stable workload and children were at its last pass: what a watcher
+ * starting up (a restart, a new leader) compares its first lists against instead of signalling a full pass.
+ */
+export interface SettledRecord {
+  /** `Kind/name@generation` of each child the last pass applied, sorted. */
+  children: string[];
+  /** The stable Deployment's signature (reconcile/status.ts deploymentSignature) that status was written from. */
+  deployment: string;
+}
+
+/** One child as the watcher and status both name it. */
+export function childLabel(c: { kind: string; name: string; generation?: number | undefined }): string {
+  return `${c.kind}/${c.name}@${c.generation ?? ''}`;
+}
+
+interface SettledView {
+  metadata?: { generation?: number; deletionTimestamp?: string; finalizers?: string[] };
+  status?: {
+    observedGeneration?: number; phase?: string; desiredReplicas?: number; readyReplicas?: number; availableReplicas?: number;
+    canary?: { phase?: string }; children?: AppliedChild[];
+  };
+}
+
+/**
+ * The record of an Application that needs nothing at start, or null: ours (finalizer), not being deleted, its spec
+ * reconciled (observedGeneration), Running, no rollout in flight, and its children recorded (status.children; an
+ * Application last reconciled by an operator that did not record them gets a pass, which records them).
+ */
+export function settledRecord(app: SettledView): SettledRecord | null {
+  const m = app.metadata ?? {};
+  const s = app.status;
+  if (!s || m.deletionTimestamp || !(m.finalizers ?? []).includes(FINALIZER)) return null;
+  if (s.observedGeneration === undefined || s.observedGeneration !== m.generation || s.phase !== Phase.Running) return null;
+  if (s.canary?.phase && !isTerminal(s.canary.phase)) return null;
+  if (!Array.isArray(s.children)) return null;
+  return {
+    children: s.children.map(childLabel).sort(),
+    deployment: JSON.stringify([Phase.Running, s.desiredReplicas ?? 1, s.readyReplicas ?? 0, s.availableReplicas ?? 0]),
+  };
+}
+
+/**
+ * Why a settled Application must have a pass after all, once every collection has been listed (null: it needs
+ * none). `listed` are its children as listed (`Kind/name@generation`, of the kinds watched), `watchedKinds` the
+ * kinds the watcher lists (a recorded child of another kind cannot be checked and is not), `deployment` the
+ * signature of its stable Deployment as listed ('' when absent).
+ */
+export function startupDrift(record: SettledRecord, listed: string[], watchedKinds: ReadonlySet<string>, deployment: string | undefined): string | null {
+  const expected = record.children.filter((c) => watchedKinds.has(c.slice(0, c.indexOf('/'))));
+  const seen = [...listed].sort();
+  const missing = expected.filter((c) => !seen.includes(c));
+  const extra = seen.filter((c) => !expected.includes(c));
+  if (missing.length || extra.length) return `children changed while away: ${[...missing.map((c) => `-${c}`), ...extra.map((c) => `+${c}`)].join(' ')}`;
+  if (deployment !== record.deployment) return `stable Deployment is ${deployment || 'not listed'}, status says ${record.deployment}`;
+  return null;
+}

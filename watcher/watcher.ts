@@ -17,7 +17,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
-import { changeReason, podChangeReason, reasonStrength, statusMatters, type Observation, type WatchEvent } from './change.ts';
+import { changeReason, childLabel, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type Observation, type SettledRecord, type WatchEvent } from './change.ts';
 import { Sweeper, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
@@ -94,6 +94,13 @@ export class Watcher {
   private inFlight = 0;
   private stopped = false;
   private initialSync = true;
+  /**
+   * While the watcher starts (a restart, a new leadership): the settled Applications (change.ts settledRecord) it has
+   * not signalled, to check against their children once every collection is listed (settleStartup); then undefined.
+   */
+  private startup: Map<string, SettledRecord> | undefined = new Map();
+  /** What the start found of the settled Applications: unchanged (left alone) and changed while away (resynced). */
+  startupSummary: { unchanged: number; changed: number } | undefined;
   /** When each Application and Release was first seen: the sweep expects a workflow only of those seen a sweep ago. */
   private readonly firstSeen = new Map<string, number>();
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -151,6 +158,7 @@ export class Watcher {
     await Promise.all(appInformers.map((i) => i.reflector.start()));
     this.initialSync = false;
     await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => i.reflector.start()));
+    this.settleStartup(new Set(watchedKinds.map((k) => k.kind)));
     if (this.opts.sweepSeconds > 0 && !this.stopped) {
       const sweeper = new Sweeper(this.opts.temporal, this.opts.taskQueue);
       this.sweepTimer = setInterval(() => {
@@ -189,7 +197,40 @@ export class Watcher {
     }
   }
 
-  /** Stops the informers and drops pending signals (another replica or the next start resyncs every app). */
+  /**
+   * Ends the start. A settled Application whose children are as its status recorded them (none missing, added or
+   * edited while no watcher was watching) and whose stable Deployment says what its status says needs no pass: its
+   * workflow waits in Temporal, and the sweep starts it again if Temporal lost it. The others get their resync now,
+   * as do all of them when a collection could not be listed.
+   */
+  private settleStartup(watchedKinds: ReadonlySet<string>): void {
+    const waiting = this.startup;
+    this.startup = undefined;
+    if (!waiting || this.stopped) return;
+    const listed = new Map<string, string[]>();
+    const deployments = new Map<string, string>();
+    for (const [key, c] of this.children) {
+      if (!c.owner || !waiting.has(c.owner)) continue;
+      const name = key.slice(key.lastIndexOf('/') + 1);
+      const of = listed.get(c.owner) ?? [];
+      of.push(childLabel({ kind: c.kind, name, generation: c.generation }));
+      listed.set(c.owner, of);
+      if (c.kind === kinds.deployment.kind && c.owner.endsWith(`/${name}`)) deployments.set(c.owner, c.status);
+    }
+    const unlisted = this.informers.filter((i) => !i.reflector.synced).map((i) => i.name);
+    let resynced = 0;
+    for (const [key, record] of waiting) {
+      const drift = unlisted.length ? `not listed: ${unlisted.join(', ')}` : startupDrift(record, listed.get(key) ?? [], watchedKinds, deployments.get(key));
+      if (!drift) continue;
+      resynced++;
+      this.opts.log.info({ application: key, drift }, 'settled Application changed while away: resyncing it');
+      this.enqueue(`app:${key}`, 'resync');
+    }
+    this.startupSummary = { unchanged: waiting.size - resynced, changed: resynced };
+    this.opts.log.info(this.startupSummary, `started: ${waiting.size - resynced} settled Applications unchanged since their last pass (not signalled), ${resynced} changed while away (resynced)`);
+  }
+
+  /** Stops the informers and drops pending signals (another replica, or the next start, checks every app again). */
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.sweepTimer);
@@ -232,8 +273,11 @@ export class Watcher {
       this.appViews.set(key, metricsView(obj));
     }
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
+    // At start, a settled Application waits for its children to be listed (settleStartup) instead of a pass.
+    const settled = reason === 'resync' && this.startup ? settledRecord(obj as Parameters<typeof settledRecord>[0]) : null;
+    if (settled) this.startup!.set(key, settled);
     // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
-    if (reason) this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete' });
+    else if (reason) this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete' });
     // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
     const release = obj.metadata?.annotations?.[RELEASE_ANNOTATION];
     if (release && (type === 'delete' || now.status !== before?.status || now.generation !== before?.generation)) {
@@ -263,13 +307,15 @@ export class Watcher {
     if (!owner || !obj.metadata.namespace) return;
     const appKey = `${obj.metadata.namespace}/${owner.name}`;
     const childKey = `${kind}/${keyOf(obj)}`;
-    const now = observe(kind, obj);
+    const now: Observation = { ...observe(kind, obj), owner: appKey };
     const before = this.children.get(childKey);
     if (type === 'delete') this.children.delete(childKey);
     else this.children.set(childKey, now);
     // Children of an app being deleted (or already gone) are the finalizer's business.
     const app = this.apps.get(appKey);
     if (!app || app.deleting) return;
+    // A settled Application's children, as first listed, are compared all at once when the start ends.
+    if (type === 'add' && !before && this.startup?.has(appKey)) return;
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     if (reason) this.enqueue(`app:${appKey}`, reason, `${kind}/${obj.metadata.name}`);
   }
@@ -296,6 +342,8 @@ export class Watcher {
    */
   private enqueue(key: string, reason: ChangeReason, object?: string, opts: { signalOnly?: boolean } = {}): void {
     if (this.stopped) return;
+    // Signalled anyway: nothing left to check for it when the start ends.
+    if (key.startsWith('app:')) this.startup?.delete(key.slice(4));
     const p = this.pending.get(key);
     if (p) {
       if (reasonStrength[reason] > reasonStrength[p.reason]) {

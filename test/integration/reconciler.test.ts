@@ -211,3 +211,45 @@ describe('reconciler across an operator crash', () => {
     }
   });
 });
+
+describe('reconciler across an operator restart', () => {
+  it('a restarted operator leaves settled, untouched Applications alone and repairs what changed while it was down', async () => {
+    const ns = await testNamespace('restart');
+    const op = await startOperator({ namespaces: [ns.name] });
+    const n = ns.name;
+    try {
+      for (const name of ['calm', 'edited', 'gone', 'respec']) await apply(appManifest(n, name, { image: 'nginx:1.25', replicas: 1, serviceMesh: { enabled: true } }));
+      for (const name of ['calm', 'edited', 'gone', 'respec']) {
+        const app = await waitForPhase(n, name, 'Running');
+        const kinds = ((app.status.children ?? []) as { kind: string }[]).map((c) => c.kind).sort();
+        assert.deepEqual(kinds, ['Deployment', 'DestinationRule', 'Service', 'VirtualService'], `${name}: status records the children applied`);
+      }
+      const client = await temporalClient();
+      const signals = async (name: string) => ((await client.workflow.getHandle(applicationWorkflowId(n, name)).fetchHistory()).events ?? [])
+        .filter((e) => e.workflowExecutionSignaledEventAttributes).length;
+      const versions = async () => JSON.stringify(await Promise.all([
+        getApp(n, 'calm'), getDeployment(n, 'calm'), getObject('v1', 'Service', n, 'calm'), getObject('networking.istio.io/v1', 'VirtualService', n, 'calm'),
+      ].map(async (o) => (await o)?.metadata.resourceVersion)));
+      await op.stop();
+      const calm = { signals: await signals('calm'), versions: await versions() };
+      // While no operator watches: a hand edit, a deleted child, a spec change.
+      await kube(['-n', n, 'patch', 'deployment', 'edited', '--type=json', '-p', JSON.stringify([{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil:latest' }])]);
+      await kube(['-n', n, 'delete', 'service', 'gone']);
+      await kube(['-n', n, 'patch', 'application', 'respec', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.27' } })]);
+      await op.restart();
+      await waitForObject('the hand edit put back', () => getDeployment(n, 'edited'), (d) => d?.spec.template.spec.containers[0].image === 'nginx:1.25');
+      await waitForObject('the deleted Service made again', () => getObject('v1', 'Service', n, 'gone'), (o) => o !== null);
+      await waitForObject('the spec change applied', () => getApp(n, 'respec'), (a) => a?.status?.observedGeneration === 2 && a.status.phase === 'Running');
+      // The three others are done: the untouched one has had every chance to be woken.
+      await sleep(2000);
+      assert.equal(await signals('calm'), calm.signals, 'the untouched Application\'s workflow was not signalled');
+      assert.equal(await versions(), calm.versions, 'nothing of the untouched Application was written');
+      // The log goes on from the first start: its second such line is this start's.
+      const started = await eventually('the watcher says what it found at start', async () => (await op.logs()).split('\n').filter((l) => l.includes('settled Applications unchanged'))[1], { timeoutMs: 30_000 });
+      assert.match(started, /started: 1 settled Applications unchanged since their last pass \(not signalled\), 2 changed while away/);
+    } finally {
+      await op.stop();
+      await ns.cleanup();
+    }
+  });
+});

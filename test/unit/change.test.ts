@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { changeReason, podChangeReason, type Observation, type WatchEvent } from '../../watcher/change.ts';
+import { FINALIZER } from '../../api/constants.ts';
+import { changeReason, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
 
 const app = (o: Partial<Observation> = {}): Observation => ({ kind: 'Application', generation: 1, deleting: false, status: '', finalizer: true, ...o });
 const child = (kind: string, o: Partial<Observation> = {}): Observation => ({ kind, generation: 1, deleting: false, status: '{"ready":1}', finalizer: false, ...o });
@@ -41,4 +42,56 @@ describe('podChangeReason: a stable pod wakes its workflow only when a new probl
     { name: 'the problem gone (its Deployment says the rest): nothing', before: pull, after: '', reason: null },
   ];
   for (const c of cases) test(c.name, () => assert.equal(podChangeReason(c.before, c.after), c.reason));
+});
+
+describe('settledRecord: an Application a starting watcher need not signal', () => {
+  const children = [{ kind: 'Service', name: 'shop', generation: 1 }, { kind: 'Deployment', name: 'shop', generation: 3 }, { kind: 'PersistentVolumeClaim', name: 'shop-data' }];
+  const settled = (metadata: object = {}, status: object = {}) => ({
+    metadata: { generation: 4, finalizers: [FINALIZER], ...metadata },
+    status: { observedGeneration: 4, phase: 'Running', desiredReplicas: 2, readyReplicas: 2, availableReplicas: 2, children, ...status },
+  });
+
+  test('Running, reconciled at this generation, children recorded: its children sorted and its Deployment\'s signature', () => {
+    assert.deepEqual(settledRecord(settled()), {
+      children: ['Deployment/shop@3', 'PersistentVolumeClaim/shop-data@', 'Service/shop@1'],
+      deployment: JSON.stringify(['Running', 2, 2, 2]),
+    });
+    assert.ok(settledRecord(settled({}, { canary: { phase: 'Promoted' } })), 'a finished rollout is settled');
+  });
+
+  const unsettled: [string, ReturnType<typeof settled> | { metadata?: object }][] = [
+    ['a spec not reconciled yet', settled({ generation: 5 })],
+    ['never reconciled', settled({}, { observedGeneration: undefined })],
+    ['Updating', settled({}, { phase: 'Updating' })],
+    ['Failed', settled({}, { phase: 'Failed' })],
+    ['a rollout in flight', settled({}, { canary: { phase: 'Paused' } })],
+    ['being deleted', settled({ deletionTimestamp: '2026-12-02T00:00:00Z' })],
+    ['without our finalizer', settled({ finalizers: [] })],
+    ['children not recorded (an older operator\'s status)', settled({}, { children: undefined })],
+    ['no status', { metadata: { generation: 1, finalizers: [FINALIZER] } }],
+  ];
+  for (const [name, obj] of unsettled) test(`not settled: ${name}`, () => assert.equal(settledRecord(obj), null));
+});
+
+describe('startupDrift: what changed while no watcher watched', () => {
+  const record = { children: ['Deployment/shop@3', 'HorizontalPodAutoscaler/shop@1', 'Service/shop@1'], deployment: JSON.stringify(['Running', 2, 2, 2]) };
+  const watched = new Set(['Deployment', 'Service', 'HorizontalPodAutoscaler']);
+  const listed = ['Service/shop@1', 'Deployment/shop@3', 'HorizontalPodAutoscaler/shop@1'];
+
+  test('as recorded, in any order, with the Deployment as status says: nothing', () => {
+    assert.equal(startupDrift(record, listed, watched, record.deployment), null);
+  });
+  test('a recorded child of a kind not watched (this cluster does not serve it) is not expected', () => {
+    assert.equal(startupDrift(record, listed.filter((c) => !c.startsWith('Horizontal')), new Set(['Deployment', 'Service']), record.deployment), null);
+  });
+  const drifts: [string, string[], string | undefined, RegExp][] = [
+    ['a child deleted', listed.filter((c) => !c.startsWith('Service')), record.deployment, /-Service\/shop@1/],
+    ['a child edited (its generation moved)', ['Service/shop@1', 'Deployment/shop@4', 'HorizontalPodAutoscaler/shop@1'], record.deployment, /-Deployment\/shop@3 \+Deployment\/shop@4/],
+    ['a child that status does not name (a canary left over)', [...listed, 'Deployment/shop-canary@1'], record.deployment, /\+Deployment\/shop-canary@1/],
+    ['pods lost: the Deployment no longer ready', listed, JSON.stringify(['Pending', 2, 0, 0]), /stable Deployment is .*Pending/],
+    ['the Deployment not listed at all', listed, undefined, /not listed/],
+  ];
+  for (const [name, now, deployment, why] of drifts) {
+    test(`changed: ${name}`, () => assert.match(startupDrift(record, now, watched, deployment) ?? '', why));
+  }
 });
