@@ -1,6 +1,10 @@
 // The benchmark's Applications: their names, their namespace, and creating them the way a busy user would.
+import { API_VERSION, KIND } from '../api/constants.ts';
 import { type KubeObject } from '../kube/client.ts';
+import { collectionPath } from '../kube/resources.ts';
+import { eventually } from '../lib/poll.ts';
 import { appManifest } from '../testkit/apps.ts';
+import { byResource, byVerb, counterDelta, delta, minus } from './apiserver.ts';
 import type { Ctx } from './context.ts';
 import { pool, progress, retrying } from './util.ts';
 
@@ -33,4 +37,55 @@ export async function createApps(ctx: Ctx, namespace: string, names: string[], s
       progress(`  created ${done}/${names.length}`);
     }
   });
+}
+
+/** A namespace deleted and timed until the API server no longer has it (every finalizer in it released). */
+export interface NamespaceDeletion {
+  namespace: string;
+  /** From the delete being answered to the first read (every 250 ms) that found no namespace; null: still there at the timeout. */
+  seconds: number | null;
+  /** Applications still there at the timeout (0 when it went). */
+  appsLeft: number;
+  /** apiserver_request_total deltas over the window, all clients, the benchmark's own reads subtracted. */
+  allClientsByVerb: Record<string, number>;
+  allClientsByResource: Record<string, number>;
+}
+
+/** Deletes a namespace and waits (up to --timeout-seconds) until it is gone, saying every 5 s how many Applications are left. */
+export async function deleteNamespace(ctx: Ctx, name: string): Promise<NamespaceDeletion> {
+  const { api, kube, opts } = ctx;
+  const apps = collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: name });
+  const appsLeft = async () => (await api.list(apps, { metadataOnly: true })).length;
+  const m0 = await api.requestCounts();
+  const own0 = { ...api.requests };
+  await kube.delete({ apiVersion: 'v1', kind: 'Namespace', name });
+  api.count('DELETE');
+  const t0 = Date.now();
+  let gone: number | null = null;
+  let lastReport = t0;
+  try {
+    gone = await eventually(`namespace ${name} gone (timeout ${opts.timeoutSeconds} s)`, async () => {
+      const found = await api.get(`/api/v1/namespaces/${name}`).then(() => true, (err: { status?: number }) => {
+        if (err.status === 404) return false;
+        throw err;
+      });
+      if (!found) return Date.now();
+      if (Date.now() - lastReport > 5000) {
+        lastReport = Date.now();
+        progress(`  ${await appsLeft()} Applications left in ${name}`);
+      }
+      return undefined;
+    }, { timeoutMs: opts.timeoutSeconds * 1000, intervalMs: 250, paced: true });
+  } catch (err) {
+    progress(`  ${(err as Error).message}`);
+  }
+  const left = gone === null ? await appsLeft() : 0;
+  const server = delta(await api.requestCounts(), m0);
+  const own = counterDelta(api.requests, own0);
+  return {
+    namespace: name, seconds: gone === null ? null : (gone - t0) / 1000, appsLeft: left,
+    // The bench's reads are subtracted; its DELETE of the namespace is the user's and stays.
+    allClientsByVerb: minus(byVerb(server), { LIST: own['LIST'] ?? 0, GET: own['GET'] ?? 0 }),
+    allClientsByResource: byResource(server, 20),
+  };
 }

@@ -72,6 +72,14 @@ export interface RunResult {
   };
 }
 
+/** A run that converged and is still running, handed to a scenario that goes on from there (restart, delete). */
+export interface LiveRun {
+  ops: Operators;
+  namespace: string;
+  taskQueue: string;
+  names: string[];
+}
+
 interface ConvergeOutcome {
   convergedAt: Map<string, number>;
   failed: Map<string, string>;
@@ -143,8 +151,11 @@ async function waitConverged(ctx: Ctx, ns: string, names: string[], createdAt: M
   }
 }
 
-/** Runs the operator with `workers` processes on N new Applications in a fresh namespace, and measures it. */
-export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult | null): Promise<RunResult> {
+/**
+ * Runs the operator with `workers` processes on N new Applications in a fresh namespace, and measures it. `then`, when
+ * given, runs once everything above is measured, before the processes are stopped (it may stop or replace them).
+ */
+export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult | null, then?: (live: LiveRun) => Promise<void>): Promise<RunResult> {
   const { opts, api } = ctx;
   const id = randomBytes(3).toString('hex');
   const ns = `bench-w${workers}-${id}`;
@@ -231,6 +242,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
     });
     for (const w of closedWorkflows) progress(`  workflow ${w.workflowId} (${w.type}) is ${w.status}${w.failure ? `: ${w.failure}` : ''}`);
     const log = await ops.logSummary();
+    if (then) await then({ ops, namespace: ns, taskQueue, names });
     await ops.stop();
     const ownDelta = counterDelta(own1, own0);
     const serverCreate = delta(m1, m0);

@@ -4,9 +4,10 @@
 // metrics and a summary of their logs.
 import { readFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
-import { StopPolling } from '../lib/poll.ts';
+import { StopPolling, eventually } from '../lib/poll.ts';
 import { startOperator, type OperatorProcess } from '../testkit/operator.ts';
 import { memoryOf, type MemorySnapshot } from './memory.ts';
+import { probeFlushMs } from './probe.ts';
 
 const root = resolve(import.meta.dirname, '..');
 
@@ -17,6 +18,10 @@ export interface OperatorSpec {
   logDir: string;
   /** Flags after the benchmark's own (--operator-arg). */
   extraArgs: string[];
+  /** Tells the log and probe files of processes started later on the same namespace apart (a restart's). */
+  tag?: string;
+  /** Every process in --mode all with --leader-elect on this Lease (in the namespace): one watches, the rest stand by. */
+  leaderElect?: { leaseName: string };
 }
 
 export interface OperatorProc {
@@ -25,6 +30,9 @@ export interface OperatorProc {
   process: OperatorProcess;
   /** Its pid when started (the process's pid() is undefined once it exited). */
   pid: number;
+  /** When it was spawned and when its /readyz first answered 200 (ms since epoch). */
+  startedAt: number;
+  readyAt: number;
   probeFile: string;
   /** Peak resident set size seen, in bytes (max of sampled VmRSS and the kernel's VmHWM). */
   peakRss: number;
@@ -44,21 +52,28 @@ export class Operators {
   private scraper: NodeJS.Timeout | undefined;
   private stopping = false;
 
-  /** Starts 1 process in --mode all and workers-1 in --mode worker, and waits until each says ready. */
+  /**
+   * Starts 1 process in --mode all and workers-1 in --mode worker (with leaderElect, every one in --mode all), and
+   * waits until each says ready.
+   */
   async start(spec: OperatorSpec): Promise<void> {
+    const name = `${spec.namespace}${spec.tag ? `-${spec.tag}` : ''}`;
+    const lease = spec.leaderElect ? ['--leader-elect', `--lease-namespace=${spec.namespace}`, `--lease-name=${spec.leaderElect.leaseName}`] : [];
     const started = await Promise.allSettled(Array.from({ length: spec.workers }, async (_, index) => {
-      const mode = index === 0 ? 'all' : 'worker';
-      const probeFile = join(spec.logDir, `probe-${spec.namespace}-${index}.json`);
+      const mode = index === 0 || spec.leaderElect ? 'all' : 'worker';
+      const probeFile = join(spec.logDir, `probe-${name}-${index}.json`);
+      const startedAt = Date.now();
       const operator = await startOperator({
         namespaces: [spec.namespace], taskQueue: spec.taskQueue, mode,
         // The production defaults, so that what is measured is what users run.
-        flags: ['--log-level=info'], extraArgs: spec.extraArgs,
+        flags: ['--log-level=info', ...lease], extraArgs: spec.extraArgs,
         nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: probeFile },
-        logFile: join(spec.logDir, `operator-${spec.namespace}-${index}-${mode}.log`), readyTimeoutMs: 120_000,
+        logFile: join(spec.logDir, `operator-${name}-${index}-${mode}.log`), readyTimeoutMs: 120_000,
       });
+      const readyAt = Date.now();
       const pid = operator.pid();
       if (pid === undefined) throw new Error(`operator process ${index} (${mode}) exited once ready; log ${operator.logFile}`);
-      return { index, mode, process: operator, pid, probeFile, peakRss: 0, lastRss: 0, readyRss: 0, memory: {} } satisfies OperatorProc;
+      return { index, mode, process: operator, pid, startedAt, readyAt, probeFile, peakRss: 0, lastRss: 0, readyRss: 0, memory: {} } satisfies OperatorProc;
     }));
     for (const s of started) if (s.status === 'fulfilled') this.procs.push(s.value);
     this.sampler = setInterval(() => void this.sample(), 500);
@@ -103,9 +118,9 @@ export class Operators {
     }
   }
 
-  /** Each process's request counts as its probe last wrote them. */
-  async probeCounts(): Promise<ProbeCounts[]> {
-    return Promise.all(this.procs.map(async (p) => {
+  /** Each process's request counts as its probe last wrote them (of every process, or of those given). */
+  async probeCounts(procs: OperatorProc[] = this.procs): Promise<ProbeCounts[]> {
+    return Promise.all(procs.map(async (p) => {
       const text = await readFile(p.probeFile, 'utf8').catch(() => '');
       try {
         return (JSON.parse(text) as { counts: ProbeCounts }).counts;
@@ -113,6 +128,36 @@ export class Operators {
         return {};
       }
     }));
+  }
+
+  /**
+   * Waits until the given processes made no Kubernetes request (by their probes) for quietMs, leaving out the
+   * requests `ignore` matches ("VERB resource": a leader's Lease renewals, a standby's Lease reads). Resolves with when
+   * their last request was first seen (ms since epoch, to within two probe flushes), or null when they were still
+   * busy at the timeout; throws StopPolling when one of them died.
+   */
+  async lastRequestBeforeQuiet(procs: OperatorProc[], opts: { quietMs: number; timeoutMs: number; ignore?: RegExp }): Promise<number | null> {
+    let seen = '';
+    let last = Date.now();
+    try {
+      return await eventually(`no API request for ${opts.quietMs / 1000} s`, async () => {
+        for (const p of procs) await p.process.assertAlive().catch((err: unknown) => {
+          throw new StopPolling((err as Error).message);
+        });
+        const counts = Object.entries(sumProbes(await this.probeCounts(procs))).filter(([k]) => !opts.ignore?.test(k)).sort();
+        const now = Date.now();
+        const key = JSON.stringify(counts);
+        if (key !== seen) {
+          seen = key;
+          last = now;
+          return undefined;
+        }
+        return now - last >= opts.quietMs ? last : undefined;
+      }, { timeoutMs: opts.timeoutMs, intervalMs: probeFlushMs, paced: true });
+    } catch (err) {
+      if (err instanceof StopPolling) throw err;
+      return null;
+    }
   }
 
   /** The /metrics text of every process (ours plus the Temporal worker's). */
@@ -145,14 +190,14 @@ export class Operators {
     return { warnings, errors, messages };
   }
 
-  /** Stops every process (SIGTERM, then SIGKILL after 15 s) and waits for them to exit. */
-  async stop(): Promise<void> {
+  /** Stops every process (SIGTERM, then SIGKILL after 15 s; or SIGKILL at once: a crash) and waits for them to exit. */
+  async stop(signal: 'SIGTERM' | 'SIGKILL' = 'SIGTERM'): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
     await this.sample();
     clearInterval(this.sampler);
     clearInterval(this.scraper);
-    await Promise.all(this.procs.map((p) => p.process.stop('SIGTERM', 15_000)));
+    await Promise.all(this.procs.map((p) => p.process.stop(signal, 15_000)));
   }
 }
 

@@ -6,9 +6,13 @@ const root = resolve(import.meta.dirname, '..');
 
 /**
  * convergence: N apps at once against a floor (the default); latency: one app at a time on an idle operator;
- * waiting: canaries held for a while, and the history events their workflows make per hour.
+ * waiting: canaries held for a while, and the history events their workflows make per hour; restart: N converged
+ * apps, then the operator restarted (SIGTERM), crashed (SIGKILL) and failed over; delete: N converged apps, then their
+ * namespace deleted, against the floor's namespace deleted.
  */
-export type Scenario = 'convergence' | 'latency' | 'waiting';
+export type Scenario = 'convergence' | 'latency' | 'waiting' | 'restart' | 'delete';
+
+const scenarios: readonly Scenario[] = ['convergence', 'latency', 'waiting', 'restart', 'delete'];
 
 export interface Options {
   scenario: Scenario;
@@ -19,6 +23,8 @@ export interface Options {
   waitingMinutes: number;
   workers: number[];
   idleSeconds: number;
+  /** restart: the operator is back to idle once it made no API request for this long. */
+  quietSeconds: number;
   timeoutSeconds: number;
   promoteSample: number;
   createConcurrency: number;
@@ -37,24 +43,33 @@ export type Command = { run: Options } | { report: string };
 export const usage = `usage: npm run bench -- --apps N [options]
        npm run bench -- --scenario latency [--latency-sample 50] [--promote-sample 5] [options]
        npm run bench -- --scenario waiting [--waiting-minutes 5]
+       npm run bench -- --scenario restart --apps N [--idle-seconds 60] [--quiet-seconds 5]
+       npm run bench -- --scenario delete --apps N
   --scenario S             convergence (default): N apps at once, floor, cost, idle, memory, promote;
                            latency: one operator process, idle but for one app at a time: create -> Running,
                            spec change -> applied, and promote, each timed per app (no floor);
                            waiting: canaries waiting at an approval with the default settings (one under a blind
-                           analysis), and the Temporal history events their workflows make per hour
+                           analysis), and the Temporal history events their workflows make per hour;
+                           restart: N apps converged by one process, then (a) SIGTERM and a new process, (b) SIGKILL
+                           and a new process, (c) two --leader-elect replicas and the leader SIGKILLed: time to ready
+                           and back to idle, the operator's requests meanwhile, Temporal events, peak RSS (no floor);
+                           delete: N apps converged in one namespace, then the namespace deleted and timed until gone,
+                           and the Application workflows left running; the floor's namespace deleted likewise
   --waiting-minutes M      waiting: how long they wait while counted (default 5)
-  --apps N                 Applications per run (required for convergence)
+  --apps N                 Applications per run (required for convergence, restart and delete)
   --latency-sample L       latency: Applications created one at a time, then changed one at a time (default 50)
   --workers K[,K2...]      convergence: worker processes per run: 1 in --mode all plus K-1 in --mode worker (default 1); a list runs each in turn
-  --idle-seconds S         convergence: idle window after convergence (default 60)
-  --timeout-seconds S      convergence: timeout per run (default 300 + N/2); latency: wait per app and change (default 60)
+  --idle-seconds S         convergence, restart, delete: idle window after convergence (default 60)
+  --quiet-seconds Q        restart: back to idle = no API request by the operator for Q seconds (default 5)
+  --timeout-seconds S      convergence, restart, delete: timeout per run, per restart and for the namespace to go
+                           (default 300 + N/2); latency: wait per app and change (default 60)
   --promote-sample M       canaries promoted per run to time promote (default 5; 0 skips)
   --create-concurrency C   convergence: Application creates in flight (default 20)
   --apply-concurrency C    convergence, floor: apps applied at once, like the operator's max concurrent activities (default 10)
   --history-sample H       convergence: workflow histories read to count Temporal events, extrapolated to all (default 200)
   --pod-delay-ms MS        kwok delay per pod transition (default 100)
   --out DIR                where results go (default results/)
-  --no-floor               skip the floor measurement (the latency scenario has none)
+  --no-floor               skip the floor measurement (convergence, delete; the other scenarios have none)
   --operator-arg FLAG      extra flag for every operator process (repeatable), e.g. --operator-arg=--coalesce-ms=100
   --keep-stack             leave the stack running (prints its state dir)
   --report FILE            print the tables of an earlier results/bench-*.json again (no stack is started)`;
@@ -70,6 +85,7 @@ export function parseOptions(argv: string[]): Command {
       'waiting-minutes': { type: 'string', default: '5' },
       workers: { type: 'string' },
       'idle-seconds': { type: 'string', default: '60' },
+      'quiet-seconds': { type: 'string', default: '5' },
       'timeout-seconds': { type: 'string' },
       'promote-sample': { type: 'string', default: '5' },
       'create-concurrency': { type: 'string', default: '20' },
@@ -96,19 +112,25 @@ export function parseOptions(argv: string[]): Command {
     if (v === undefined || !Number.isInteger(n) || n < min) throw new Error(`--${name} must be an integer >= ${min} (got ${v ?? 'nothing'})\n${usage}`);
     return n;
   };
-  const scenario = values.scenario;
-  if (scenario !== 'convergence' && scenario !== 'latency' && scenario !== 'waiting') throw new Error(`--scenario must be convergence, latency or waiting (got ${scenario})\n${usage}`);
+  const scenario = scenarios.find((x) => x === values.scenario);
+  // The wording keeps its first three names as they were: test/unit/bench-latency.test.ts matches them.
+  if (!scenario) throw new Error(`--scenario must be convergence, latency or waiting (steady state), restart or delete (after convergence); got ${values.scenario}\n${usage}`);
   const latencySample = int('latency-sample', values['latency-sample'], 1);
   // The latency scenario runs one operator process on its own sample: --apps and --workers are not its knobs.
   if (scenario === 'latency' && (values.apps !== undefined || (values.workers !== undefined && values.workers !== '1'))) {
     throw new Error(`--scenario latency runs one operator process on --latency-sample apps; --apps and --workers are for the convergence scenario\n${usage}`);
   }
   const apps = scenario === 'latency' ? latencySample : scenario === 'waiting' ? 2 : int('apps', values.apps, 1);
+  // restart and delete converge with one process: what they measure is what that one process does next.
+  if ((scenario === 'restart' || scenario === 'delete') && values.workers !== undefined && values.workers !== '1') {
+    throw new Error(`--scenario ${scenario} converges with one operator process; --workers is for the convergence scenario\n${usage}`);
+  }
   const workers = scenario !== 'convergence' ? [1] : (values.workers ?? '1').split(',').map((w) => int('workers', w.trim(), 1));
   return {
     run: {
       scenario, apps, latencySample, workers, waitingMinutes: int('waiting-minutes', values['waiting-minutes'], 1),
       idleSeconds: int('idle-seconds', values['idle-seconds'], 0),
+      quietSeconds: int('quiet-seconds', values['quiet-seconds'], 1),
       timeoutSeconds: values['timeout-seconds'] ? int('timeout-seconds', values['timeout-seconds'], 1) : scenario === 'latency' ? 60 : 300 + Math.ceil(apps / 2),
       promoteSample: int('promote-sample', values['promote-sample'], 0),
       createConcurrency: int('create-concurrency', values['create-concurrency'], 1),
@@ -116,7 +138,7 @@ export function parseOptions(argv: string[]): Command {
       historySample: int('history-sample', values['history-sample'], 1),
       podDelayMs: int('pod-delay-ms', values['pod-delay-ms'], 0),
       out: resolve(values.out),
-      floor: scenario === 'convergence' && !values['no-floor'],
+      floor: (scenario === 'convergence' || scenario === 'delete') && !values['no-floor'],
       keepStack: values['keep-stack'],
       operatorArgs: values['operator-arg'],
     },

@@ -13,6 +13,8 @@ import type { LoadSummary } from './load.ts';
 import type { ImportCost, MemorySnapshot } from './memory.ts';
 import type { RunResult } from './operator-run.ts';
 import type { Options } from './options.ts';
+import type { DeleteResult } from './delete.ts';
+import type { RestartResult } from './restart.ts';
 import { perApp, type EventCounts } from './temporal.ts';
 import { distribution, fmt, table, verdict } from './util.ts';
 
@@ -45,6 +47,10 @@ export interface Report {
   runs: RunResult[];
   /** The latency scenario's result (its runs are empty and its floor null). */
   latency?: LatencyResult;
+  /** The restart scenario's result (its one run is the convergence before the restarts). */
+  restart?: RestartResult;
+  /** The delete scenario's result (its one run is the convergence before the delete; its floor is the one deleted). */
+  deletion?: DeleteResult;
   /** What importing the operator's modules costs, each in a fresh process. */
   imports?: ImportCost[];
   targets: { target: string; results: { workers: number; verdict: string; value: string }[] }[];
@@ -85,6 +91,25 @@ export const latencyDefinitions: Record<string, string> = {
   'samples that did not complete': 'count as never in the targets\' percentiles (a timed-out sample cannot make a target pass)',
 };
 
+/** What the restart scenario measures, written into its results. */
+export const restartDefinitions: Record<string, string> = {
+  convergence: definitions['latency']!,
+  restarts: '(a) SIGTERM to the operator, then a new process; (b) SIGKILL (a crash), then a new process; (c) two --leader-elect replicas started and settled, then the Lease holder SIGKILLed',
+  ready: 'from the new process\'s spawn to /readyz answering 200; for the failover, from the leader\'s SIGKILL to the standby holding the Lease (read every 100 ms)',
+  idle: 'from the same moment to the last API request (client-side probe, read every 250 ms) before --quiet-seconds without any; Lease requests left out (a leader renews, a standby reads, every 2 s)',
+  requests: 'the new process\'s (the standby\'s) requests in that window, by verb; reads = GET + LIST + WATCH, writes = POST/PUT/PATCH/APPLY/DELETE, dry-run included',
+  temporal: 'history events of the Application workflows from the start of the window to the end of the quiet time, extrapolated from --history-sample histories',
+  peakRss: 'VmHWM / VmRSS of the new process (the standby), sampled every 500 ms',
+};
+
+/** What the delete scenario measures, written into its results. */
+export const deleteDefinitions: Record<string, string> = {
+  convergence: definitions['latency']!,
+  delete: 'from the namespace DELETE being answered to the first read (every 250 ms) answering 404: every Application finalizer released and every object gone',
+  floor: 'the floor\'s namespace (its Applications created with no operator, so no finalizers, and the same rendered children server-side applied) deleted and timed the same way, before the operator run',
+  running: 'executions of the run\'s task queue with ExecutionStatus = Running, counted with the Temporal client when the namespace was gone and again (every 1 s, up to 30 s) until 0',
+};
+
 /** The latency scenario's targets: part, percentile, limit. */
 export const latencyGoals: { part: 'create' | 'update' | 'promote'; label: string; pct: 'p50' | 'p99'; limitMs: number }[] = [
   { part: 'create', label: 'create -> Running', pct: 'p50', limitMs: 1000 },
@@ -104,6 +129,42 @@ export function latencyTargets(l: Pick<LatencyResult, 'create' | 'update' | 'pro
     const value = `${Number.isFinite(v) ? `${(v / 1000).toFixed(2)} s` : 'did not complete'}${part.errors.length ? ` (${part.errors.length}/${part.sample} did not complete)` : ''}`;
     return { target, results: [{ workers: 1, verdict: verdict(v < g.limitMs), value }] };
   });
+}
+
+/** The restart scenario's targets: for each restart, ready and idle within this long, and at most this many requests per app. */
+export const restartGoals = { readySeconds: 60, idleSeconds: 60, readsPerApp: 1, writes: 0 };
+
+/** The restart scenario's targets, one row per restart and target (reported, never asserted). */
+export function restartTargets(r: RestartResult): Report['targets'] {
+  const g = restartGoals;
+  return r.cases.flatMap((c) => {
+    const row = (target: string, ok: boolean | null, value: string) => ({ target: `${c.name}: ${target}`, results: [{ workers: 1, verdict: verdict(ok), value }] });
+    return [
+      row(`ready <= ${g.readySeconds} s`, c.readySeconds <= g.readySeconds, `${c.readySeconds.toFixed(1)} s`),
+      row(`idle <= ${g.idleSeconds} s`, c.idleSeconds !== null && c.idleSeconds <= g.idleSeconds, c.idleSeconds === null ? 'still busy at the timeout' : `${c.idleSeconds.toFixed(1)} s`),
+      row(`<= ${g.readsPerApp} read per app`, c.reads / r.apps <= g.readsPerApp, `${fmt(c.reads / r.apps)} (${c.reads} reads)`),
+      row(`${g.writes} writes`, c.writes <= g.writes, `${c.writes} writes`),
+    ];
+  });
+}
+
+/** The delete scenario's targets: delete time against the floor's, and no workflow left running. */
+export function deleteTargets(d: DeleteResult): Report['targets'] {
+  const row = (target: string, ok: boolean | null, value: string) => ({ target, results: [{ workers: 1, verdict: verdict(ok), value }] });
+  const o = d.operator;
+  return [
+    row('namespace delete <= 1.5x floor', d.ratio === null ? (o.seconds === null ? false : null) : d.ratio <= 1.5,
+      o.seconds === null ? `not gone after the timeout (${o.appsLeft} Applications left)` : d.ratio === null ? `${o.seconds.toFixed(1)} s, no floor` : `${d.ratio.toFixed(2)}x (${o.seconds.toFixed(1)} s vs ${d.floor!.seconds!.toFixed(1)} s)`),
+    row('0 workflows left running', o.runningAfter === 0, `${o.runningAfter} (${o.runningAtGone} when the namespace was gone)`),
+  ];
+}
+
+/** The targets of any result, by its scenario. */
+export function reportTargets(rep: Report): Report['targets'] {
+  if (rep.latency) return latencyTargets(rep.latency);
+  if (rep.restart) return restartTargets(rep.restart);
+  if (rep.deletion) return deleteTargets(rep.deletion);
+  return targets(rep.options, rep.runs, rep.floor);
 }
 
 const OUR_COMPONENTS = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator'];
@@ -176,8 +237,10 @@ export function printReport(rep: Report): void {
   out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1 (children: Deployment + Service)`);
   const flags = runs[0]?.operatorFlags ?? rep.latency?.operatorFlags;
   if (flags) out.push(`operator: application-operator run ${flags.filter((f) => !/kubeconfig|address|bundle|metrics-addr|task-queue|namespaces=/.test(f)).join(' ')} (other flags at their defaults)`);
-  if (rep.latency) {
-    latencyTables(rep, rep.latency, out);
+  if (rep.latency || rep.restart || rep.deletion) {
+    if (rep.latency) latencyTables(rep, rep.latency, out);
+    if (rep.restart) restartTables(rep, rep.restart, out);
+    if (rep.deletion) deleteTables(rep, rep.deletion, out);
     h('Files');
     for (const f of rep.files) out.push(relative(process.cwd(), f) || f);
     console.log(out.join('\n'));
@@ -336,6 +399,69 @@ function latencyTables(rep: Report, l: LatencyResult, out: string[]): void {
   for (const [name, p] of parts) for (const e of (p?.errors ?? []).slice(0, 5)) out.push(`${name}: ${e}`);
 }
 
+/** The convergence a restart or delete scenario starts from, in one line. */
+function convergedLine(rep: Report): string {
+  const r = rep.runs[0];
+  if (!r) return 'no convergence run';
+  return `converged ${r.converged}/${r.apps} with 1 process in ${r.makespanSeconds.toFixed(1)} s (p50 ${r.latency ? (r.latency.p50 / 1000).toFixed(1) : '-'} s${r.ratioToFloor ? `, ${r.ratioToFloor.toFixed(2)}x floor` : ''}), then idle ${r.idle.seconds.toFixed(0)} s (${r.idle.operatorWrites} operator writes); namespace ${r.namespace}, task queue ${r.taskQueue}`;
+}
+
+/** The restart scenario's tables, after the setup lines. */
+function restartTables(rep: Report, r: RestartResult, out: string[]): void {
+  const h = (t: string) => out.push('', `== ${t}`);
+  const g = restartGoals;
+  h(`Restart, N = ${r.apps}: ${convergedLine(rep)}`);
+  out.push(table(['restart', 'old exit s', `ready s (<= ${g.readySeconds})`, `idle s (<= ${g.idleSeconds})`, 'reads', `reads/app (<= ${g.readsPerApp})`, `writes (${g.writes})`, 'Lease reqs', 'wf starts', 'signals', 'wf tasks', 'activities', 'events', 'peak RSS MB'], r.cases.map((c) => {
+    const t = c.temporal;
+    return [c.name, c.stopSeconds ?? '-', c.readySeconds, c.idleSeconds ?? 'never', c.reads, c.reads / r.apps, c.writes, c.leaseRequests,
+      t ? t.starts : '-', t ? t.signals : '-', t ? t.workflowTasks : '-', t ? t.activities + t.localActivities : '-', t ? t.events : '-', c.peakRssMB];
+  })));
+  out.push(`old exit = the signal sent -> the old process gone; ready: ${[...new Set(r.cases.map((c) => c.readyMeans))].join('; or, for a failover, ')}; timed from the new process's spawn (failover: from the leader's SIGKILL)`);
+  out.push(`idle s = until the operator's last API request before ${r.quietSeconds} s without one (probe, to within ~0.5 s; Lease requests left out); reads = GET + LIST + WATCH, writes = POST/PUT/PATCH/APPLY/DELETE (dry-run included), both by the new process (failover: the standby) in that window`);
+  out.push('Temporal: history events of every Application workflow from the start of the window until idle (+ the quiet time), extrapolated from --history-sample histories');
+
+  h('The operator\'s API requests in each window, by verb (totals)');
+  out.push(table(['restart', ...VERBS, 'other', 'total', 'writes'], r.cases.flatMap((c) => [verbRow(`${c.name}: operator (probe)`, c.operatorByVerb, 1), verbRow('  all clients', c.allClientsByVerb, 1)])));
+  out.push('operator (probe) = the new process\'s (the standby\'s) own count, Lease requests included; all clients = apiserver_request_total deltas over the window (controllers, scheduler and kwok too), the bench\'s reads subtracted; the API server counts a WATCH when it ends, so watches still open are not in it');
+  for (const c of r.cases) {
+    const top = Object.entries(c.operatorByResource).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${v}`).join(', ');
+    out.push(`${c.name}: ${top || 'no requests'}`);
+  }
+
+  h('Targets (reported, never asserted)');
+  out.push(table(['target', 'result'], rep.targets.map((t) => [t.target, t.results.map((x) => `${x.verdict} ${x.value}`).join(', ')])));
+
+  h('Diagnostics');
+  for (const c of r.cases) {
+    const lg = c.log;
+    out.push(`${c.name}: operator log ${lg.warnings} warnings, ${lg.errors} errors${Object.keys(lg.messages).length ? `: ${Object.entries(lg.messages).sort((a, b) => b[1] - a[1]).slice(0, 5).map(([k, v]) => `${v}x ${k}`).join('; ')}` : ''}${c.temporalError ? `; Temporal not counted: ${c.temporalError}` : ''}`);
+  }
+}
+
+/** The delete scenario's tables, after the setup lines. */
+function deleteTables(rep: Report, d: DeleteResult, out: string[]): void {
+  const h = (t: string) => out.push('', `== ${t}`);
+  h(`Delete, N = ${d.apps}: ${convergedLine(rep)}`);
+  const o = d.operator;
+  const rows: (string | number)[][] = [];
+  if (d.floor) rows.push(['floor (SSA, no operator, no finalizers)', d.floor.seconds ?? 'never', 1, '-', '-', d.floor.appsLeft]);
+  rows.push(['operator (1 process)', o.seconds ?? 'never', d.ratio ?? '-', o.runningAtGone, o.runningAfter, o.appsLeft]);
+  out.push(table(['namespace', 'delete -> gone s', 'x floor (<= 1.5)', 'workflows running when gone', `running ${o.settleSeconds.toFixed(0)} s later (0)`, 'apps left'], rows));
+  out.push('delete -> gone = from the namespace DELETE being answered to the first read (every 250 ms) answering 404; workflows = executions of the run\'s task queue with ExecutionStatus Running');
+  if (o.leftRunning.length) out.push(`left running: ${o.leftRunning.join(', ')}`);
+
+  h('API requests while the namespace went (totals; all clients = apiserver_request_total deltas, the bench\'s reads subtracted)');
+  const apiRows: (string | number)[][] = [];
+  if (d.floor) apiRows.push(verbRow('floor: all clients', d.floor.allClientsByVerb, 1));
+  apiRows.push(verbRow('operator run: all clients', o.allClientsByVerb, 1), verbRow('operator (probe)', o.operatorByVerb, 1));
+  out.push(table(['source', ...VERBS, 'other', 'total', 'writes'], apiRows));
+  const top = Object.entries(o.operatorByResource).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${v}`).join(', ');
+  out.push(`operator requests by resource: ${top || 'none'}`);
+
+  h('Targets (reported, never asserted)');
+  out.push(table(['target', 'result'], rep.targets.map((t) => [t.target, t.results.map((x) => `${x.verdict} ${x.value}`).join(', ')])));
+}
+
 /** One run as a chart series. */
 function series(r: RunResult, floor: FloorResult | null): Series {
   return { label: `N=${r.apps}, ${r.workers} worker${r.workers > 1 ? 's' : ''}`, latenciesMs: r.latenciesMs, makespanMs: r.makespanSeconds * 1000, ...(floor ? { floorMs: floor.makespanSeconds * 1000 } : {}) };
@@ -347,8 +473,8 @@ function series(r: RunResult, floor: FloorResult | null): Series {
  */
 export async function writeResults(rep: Report, base: string, logDir: string): Promise<string | undefined> {
   const dir = rep.options.out;
-  if (rep.latency) {
-    // The charts are of the convergence scenario's runs; a latency result is its JSON and the operator's log.
+  if (rep.options.scenario !== 'convergence') {
+    // The charts are of the convergence scenario's runs; another scenario's result is its JSON and the operator's log.
     rep.files.push(`${base}.json`, logDir);
     await writeFile(`${base}.json`, JSON.stringify(rep, null, 1));
     return undefined;
@@ -373,6 +499,8 @@ async function aggregateChart(dir: string): Promise<Series[]> {
   for (const f of (await readdir(dir)).filter((x) => /^bench-.*\.json$/.test(x))) {
     try {
       const rep = JSON.parse(await readFile(join(dir, f), 'utf8')) as Report;
+      // A restart or delete scenario's run converged too, but the chart is of the convergence scenario's runs.
+      if ((rep.options.scenario ?? 'convergence') !== 'convergence') continue;
       for (const r of rep.runs) {
         const key = `${r.apps}/${r.workers}`;
         const prev = latest.get(key);

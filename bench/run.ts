@@ -10,6 +10,12 @@
 //
 // The same stack, no floor: one operator process times one app at a time (create -> Running, spec change ->
 // applied, promote) and writes results/bench-latency-<time>.json.
+//
+// npm run bench -- --scenario restart --apps N [--idle-seconds 60] [--quiet-seconds 5]
+// npm run bench -- --scenario delete --apps N
+//
+// N apps converged by one process (as above, no floor for restart), then the operator restarted, crashed and failed
+// over (restart), or their namespace deleted and timed against the floor's (delete); results/bench-<scenario>-<time>.json.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { down, kubectl } from '../stack/stack.ts';
@@ -25,7 +31,12 @@ import { runLatency } from './latency.ts';
 import { runWaiting } from './waiting.ts';
 import { runOperator, type RunResult } from './operator-run.ts';
 import { parseOptions } from './options.ts';
-import { definitions, latencyDefinitions, latencyTargets, printReport, setup, targets, writeResults, type Report } from './report.ts';
+import { deleteNamespace } from './apps.ts';
+import { runDelete, type DeleteResult } from './delete.ts';
+import { runRestarts, type RestartResult } from './restart.ts';
+import {
+  definitions, deleteDefinitions, latencyDefinitions, latencyTargets, printReport, reportTargets, restartDefinitions, setup, targets, writeResults, type Report,
+} from './report.ts';
 import { gitState, sourceHash } from './source.ts';
 import { PhaseError, phase, phaseNow, progress, secs } from './util.ts';
 
@@ -36,7 +47,7 @@ async function main(): Promise<number> {
   const parsed = parseOptions(argv);
   if ('report' in parsed) {
     const rep = JSON.parse(await readFile(parsed.report, 'utf8')) as Report;
-    rep.targets = rep.latency ? latencyTargets(rep.latency) : targets(rep.options, rep.runs, rep.floor);
+    rep.targets = reportTargets(rep);
     printReport(rep);
     return 0;
   }
@@ -134,6 +145,30 @@ async function main(): Promise<number> {
       printReport(report);
       const parts = [latency.create, latency.update, latency.promote];
       return parts.every((p) => !p || p.errors.length === 0) ? 0 : 2;
+    }
+
+    if (opts.scenario === 'restart' || opts.scenario === 'delete') {
+      const floor = opts.floor ? await runFloor(ctx) : null;
+      // The floor's namespace goes first, timed, so that the operator's run does not share the machine with it.
+      const floorDeletion = floor ? await phase(`floor: delete namespace ${floor.namespace} until it is gone`, () => deleteNamespace(ctx, floor.namespace)) : null;
+      let restart: RestartResult | undefined;
+      let deletion: DeleteResult | undefined;
+      const run = await runOperator(ctx, 1, floor, async (live) => {
+        if (opts.scenario === 'restart') restart = await runRestarts(ctx, live);
+        else deletion = await runDelete(ctx, live, floorDeletion);
+      });
+      const report: Report = {
+        command, startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), machine, versions,
+        code: { commit: git.commit, uncommitted: git.dirty, bundleSource },
+        options: { ...opts, nodes }, definitions: restart ? restartDefinitions : deleteDefinitions,
+        floor, runs: [run], ...(restart ? { restart } : {}), ...(deletion ? { deletion } : {}), targets: [], files: [],
+      };
+      report.targets = reportTargets(report);
+      await writeResults(report, base, logDir);
+      printReport(report);
+      // Like the other scenarios, a MISS is reported, not an exit code; what did not complete is.
+      const completed = restart ? restart.cases.every((c) => c.idleSeconds !== null) : deletion?.operator.seconds != null;
+      return run.converged === run.apps && completed ? 0 : 2;
     }
 
     const floor = opts.floor ? await runFloor(ctx) : null;
