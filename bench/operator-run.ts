@@ -80,6 +80,9 @@ export interface LiveRun {
   names: string[];
 }
 
+/** The spec of the Applications a run creates, unless its scenario needs more of them (rollouts: a mesh). */
+const APP_SPEC = { image: 'nginx:1.25', replicas: 1 };
+
 interface ConvergeOutcome {
   convergedAt: Map<string, number>;
   failed: Map<string, string>;
@@ -154,8 +157,9 @@ async function waitConverged(ctx: Ctx, ns: string, names: string[], createdAt: M
 /**
  * Runs the operator with `workers` processes on N new Applications in a fresh namespace, and measures it. `then`, when
  * given, runs once everything above is measured, before the processes are stopped (it may stop or replace them).
+ * `appSpec` is the Applications' spec (the convergence test is the same: Running, Deployment and Service present).
  */
-export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult | null, then?: (live: LiveRun) => Promise<void>): Promise<RunResult> {
+export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult | null, then?: (live: LiveRun) => Promise<void>, appSpec: Record<string, unknown> = APP_SPEC): Promise<RunResult> {
   const { opts, api } = ctx;
   const id = randomBytes(3).toString('hex');
   const ns = `bench-w${workers}-${id}`;
@@ -182,7 +186,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
     const t0 = Date.now();
     let creating = true;
     const outcome = await phase(`operator (${label}): create ${opts.apps} Applications and wait until each has converged (timeout ${opts.timeoutSeconds} s)`, async () => {
-      const creates = createApps(ctx, ns, names, { image: 'nginx:1.25', replicas: 1 }, createdAt).finally(() => {
+      const creates = createApps(ctx, ns, names, appSpec, createdAt).finally(() => {
         creating = false;
       });
       const converge = waitConverged(ctx, ns, names, createdAt, ops, () => creating);

@@ -15,8 +15,9 @@ import type { RunResult } from './operator-run.ts';
 import type { Options } from './options.ts';
 import type { DeleteResult } from './delete.ts';
 import type { RestartResult } from './restart.ts';
+import type { RolloutsResult } from './rollouts.ts';
 import { perApp, type EventCounts } from './temporal.ts';
-import { distribution, fmt, table, verdict } from './util.ts';
+import { distribution, fmt, table, verdict, type Distribution } from './util.ts';
 
 const root = resolve(import.meta.dirname, '..');
 
@@ -51,6 +52,8 @@ export interface Report {
   restart?: RestartResult;
   /** The delete scenario's result (its one run is the convergence before the delete; its floor is the one deleted). */
   deletion?: DeleteResult;
+  /** The rollouts scenario's result (its one run is the convergence of the mesh apps before the canaries). */
+  rollouts?: RolloutsResult;
   /** What importing the operator's modules costs, each in a fresh process. */
   imports?: ImportCost[];
   targets: { target: string; results: { workers: number; verdict: string; value: string }[] }[];
@@ -110,6 +113,40 @@ export const deleteDefinitions: Record<string, string> = {
   running: 'executions of the run\'s task queue with ExecutionStatus = Running, counted with the Temporal client when the namespace was gone and again (every 1 s, up to 30 s) until 0',
 };
 
+/** What the rollouts scenario measures, written into its results. */
+export const rolloutsDefinitions: Record<string, string> = {
+  convergence: `${definitions['latency']!}; the apps have serviceMesh.enabled (a VirtualService and a DestinationRule too)`,
+  rollouts: 'every app\'s spec.serviceMesh.canary merge-patched at once (canaryVersion v2, steps setWeight 20, pause 5s, setWeight 50, pause {} (an approval); healthGates.interval 2s); times are when the benchmark\'s watches of the namespace\'s Applications and VirtualServices (one list each, then only changes) delivered the event',
+  'spec change -> first weight': 'the patch answered -> the VirtualService first read canary 20',
+  'pause late': 'the VirtualService first read canary 50 - (it first read canary 20 + the pause\'s 5 s): how late the timed pause ended, as traffic shows it (the next step\'s gate and the weight write included); "against pauseEndsAt": the same against status.canary.pauseEndsAt, the end the rollout set itself',
+  promote: 'once every app waited at its approval (status.canary phase Paused at step 3, weight 50), all promoted at once with control(client, \'promote\', ...) (a Temporal update, as bench/promote.ts): request sent -> the VirtualService first read 100% stable (the targets); also from the update accepted (bench/promote.ts\'s definition) and to status.canary.phase Promoted',
+  timers: 'from up to --history-sample rollout histories, every timer that fired (gate checks, the pause\'s end): TimerFired, and the start of the next workflow task (when the workflow could act), each minus TimerStarted + its timeout',
+  requests: 'from the first patch to the last app Promoted: the operator\'s own requests (probe), and apiserver_request_total deltas of all clients with the bench\'s reads subtracted (the bench\'s two watches are not subtracted)',
+  'samples that did not complete': 'count as never in the targets\' percentiles',
+};
+
+/** The rollouts scenario's targets: promote percentiles (s), and lateness against one gate interval. */
+export const rolloutsGoals = { promoteP50Ms: 1500, promoteP99Ms: 5000 };
+
+/** The rollouts scenario's targets with a verdict each (reported, never asserted); an app that did not get there counts as never. */
+export function rolloutsTargets(r: Pick<RolloutsResult, 'apps' | 'plan' | 'promoteMs' | 'pauseLatenessMs' | 'timers' | 'errors'>): Report['targets'] {
+  const row = (target: string, ok: boolean | null, value: string) => ({ target, results: [{ workers: 1, verdict: verdict(ok), value }] });
+  const missing = (done: number) => (done < r.apps ? ` (${r.apps - done}/${r.apps} did not complete)` : '');
+  const never = (v: number[]) => distribution([...v, ...Array.from({ length: Math.max(0, r.apps - v.length) }, () => Infinity)]);
+  const s = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(2)} s` : 'did not complete');
+  const promote = never(r.promoteMs);
+  const pause = never(r.pauseLatenessMs);
+  const interval = r.plan.gateIntervalMs;
+  const seen = r.timers?.seen ?? null;
+  return [
+    row(`promote -> 100% stable p50 < ${rolloutsGoals.promoteP50Ms / 1000} s`, promote ? promote.p50 < rolloutsGoals.promoteP50Ms : null, `${promote ? s(promote.p50) : 'not measured'}${missing(r.promoteMs.length)}`),
+    row(`promote -> 100% stable p99 < ${rolloutsGoals.promoteP99Ms / 1000} s`, promote ? promote.p99 < rolloutsGoals.promoteP99Ms : null, `${promote ? s(promote.p99) : 'not measured'}${missing(r.promoteMs.length)}`),
+    row(`no timed pause late by more than one gate interval (${interval / 1000} s)`, pause ? pause.max <= interval : null, `max ${pause ? s(pause.max) : 'not measured'}${missing(r.pauseLatenessMs.length)}`),
+    row(`no timer seen late by more than one gate interval (${interval / 1000} s)`, seen ? seen.max <= interval : null, seen ? `max ${s(seen.max)} (${r.timers!.timers} timers in ${r.timers!.histories} histories)` : 'not measured'),
+    row('every rollout reached its approval and was promoted', r.promoteMs.length === r.apps && r.errors.length === 0, `${r.promoteMs.length}/${r.apps}, ${r.errors.length} errors`),
+  ];
+}
+
 /** The latency scenario's targets: part, percentile, limit. */
 export const latencyGoals: { part: 'create' | 'update' | 'promote'; label: string; pct: 'p50' | 'p99'; limitMs: number }[] = [
   { part: 'create', label: 'create -> Running', pct: 'p50', limitMs: 1000 },
@@ -164,6 +201,7 @@ export function reportTargets(rep: Report): Report['targets'] {
   if (rep.latency) return latencyTargets(rep.latency);
   if (rep.restart) return restartTargets(rep.restart);
   if (rep.deletion) return deleteTargets(rep.deletion);
+  if (rep.rollouts) return rolloutsTargets(rep.rollouts);
   return targets(rep.options, rep.runs, rep.floor);
 }
 
@@ -234,13 +272,14 @@ export function printReport(rep: Report): void {
   out.push(`command:  ${rep.command}`);
   const ran = rep.latency ? [{ label: 'the operator', hash: rep.latency.sourceHash }] : runs.map((r) => ({ label: `${r.workers}w`, hash: r.sourceHash }));
   if (rep.code) out.push(`code:     commit ${rep.code.commit}${rep.code.uncommitted.length ? ` + uncommitted: ${rep.code.uncommitted.join(', ')}` : ''}; operator sources ${rep.code.bundleSource} at bundling${ran.some((r) => r.hash !== rep.code.bundleSource) ? `; CHANGED during the benchmark: ${ran.map((r) => `${r.label} ran ${r.hash}`).join(', ')}` : ', unchanged for every run'}`);
-  out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1 (children: Deployment + Service)`);
+  out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1${rep.rollouts ? ', serviceMesh.enabled (children: Deployment, Service, VirtualService, DestinationRule)' : ' (children: Deployment + Service)'}`);
   const flags = runs[0]?.operatorFlags ?? rep.latency?.operatorFlags;
   if (flags) out.push(`operator: application-operator run ${flags.filter((f) => !/kubeconfig|address|bundle|metrics-addr|task-queue|namespaces=/.test(f)).join(' ')} (other flags at their defaults)`);
-  if (rep.latency || rep.restart || rep.deletion) {
+  if (rep.latency || rep.restart || rep.deletion || rep.rollouts) {
     if (rep.latency) latencyTables(rep, rep.latency, out);
     if (rep.restart) restartTables(rep, rep.restart, out);
     if (rep.deletion) deleteTables(rep, rep.deletion, out);
+    if (rep.rollouts) rolloutsTables(rep, rep.rollouts, out);
     h('Files');
     for (const f of rep.files) out.push(relative(process.cwd(), f) || f);
     console.log(out.join('\n'));
@@ -460,6 +499,49 @@ function deleteTables(rep: Report, d: DeleteResult, out: string[]): void {
 
   h('Targets (reported, never asserted)');
   out.push(table(['target', 'result'], rep.targets.map((t) => [t.target, t.results.map((x) => `${x.verdict} ${x.value}`).join(', ')])));
+}
+
+/** The rollouts scenario's tables, after the setup lines. */
+function rolloutsTables(rep: Report, r: RolloutsResult, out: string[]): void {
+  const h = (t: string) => out.push('', `== ${t}`);
+  const p = r.plan;
+  h(`Rollouts, N = ${r.apps}: ${convergedLine(rep)}`);
+  const rows: [string, number[] | Distribution | null, number][] = [
+    [`spec change -> weight ${p.firstWeight}`, r.toFirstWeightMs, r.apps],
+    [`pause late: weight ${p.secondWeight} - (weight ${p.firstWeight} + ${p.pauseMs / 1000} s)`, r.pauseLatenessMs, r.apps],
+    ['pause late: against status.canary.pauseEndsAt', r.pauseLatenessFromEndMs, r.apps],
+    ['promote request -> 100% stable', r.promoteMs, r.apps],
+    ['promote accepted -> 100% stable', r.promoteFromAcceptedMs, r.apps],
+    ['promote request -> update accepted', r.promoteUpdateMs, r.apps],
+    ['promote request -> phase Promoted', r.promotedMs, r.apps],
+    ['timer fired late (server)', r.timers?.fired ?? null, r.timers?.timers ?? 0],
+    ['timer seen late (next workflow task)', r.timers?.seen ?? null, r.timers?.timers ?? 0],
+  ];
+  out.push(table(['measure (s)', 'sample', 'p50', 'p95', 'p99', 'max'], rows.map(([name, v, of]) => {
+    const d = Array.isArray(v) ? distribution(v) : v;
+    return [name, `${d?.count ?? 0}/${of}`, d ? d.p50 / 1000 : '-', d ? d.p95 / 1000 : '-', d ? d.p99 / 1000 : '-', d ? d.max / 1000 : '-'];
+  })));
+  out.push(`the ${r.apps} patches took ${r.startSeconds.toFixed(1)} s; every app at its approval ${r.toApprovalSeconds.toFixed(1)} s after the first; the promotes until every app Promoted ${r.promoteSeconds.toFixed(1)} s; gates every ${p.gateIntervalMs / 1000} s`);
+  out.push(table(['window', 'load avg (max)', 'others\' CPU'], [['rollouts (patches -> all at the approval)', ...loadCells(r.load.rollout)], ['promotes (-> all Promoted)', ...loadCells(r.load.promote)]]));
+  out.push(`load avg = the 1-minute load average sampled every 2 s during the window (mean, and max); others' CPU = the share of the machine's ${String(rep.machine['cores'])} cores used by processes this benchmark does not measure`);
+  out.push(`operator RSS: ${mb(r.memory.rssAtStartMB)} before the rollouts, ${mb(r.memory.rssAtEndMB)} after; peak (VmHWM, the process's whole life) ${mb(r.memory.peakRssMB)}`);
+
+  h('API requests from the first patch to the last Promoted (totals, and per app)');
+  out.push(table(['source', ...VERBS, 'other', 'total', 'writes'], [
+    verbRow('operator (probe)', r.operatorByVerb, 1), verbRow('  per app', r.operatorByVerb, r.apps),
+    verbRow('all clients', r.allClientsByVerb, 1), verbRow('  per app', r.allClientsByVerb, r.apps),
+  ]));
+  const top = Object.entries(r.operatorByResource).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${v}`).join(', ');
+  out.push(`operator requests by resource: ${top || 'none'}`);
+
+  h('Targets (reported, never asserted)');
+  out.push(table(['target', 'result'], rep.targets.map((t) => [t.target, t.results.map((x) => `${x.verdict} ${x.value}`).join(', ')])));
+
+  h('Diagnostics');
+  const lg = r.log;
+  out.push(`operator log ${lg.warnings} warnings, ${lg.errors} errors${Object.keys(lg.messages).length ? `: ${Object.entries(lg.messages).sort((a, b) => b[1] - a[1]).slice(0, 5).map(([k, v]) => `${v}x ${k}`).join('; ')}` : ''}`);
+  if (r.timersError) out.push(`timers not read: ${r.timersError}`);
+  for (const e of r.errors.slice(0, 5)) out.push(`error: ${e}`);
 }
 
 /** One run as a chart series. */

@@ -16,6 +16,11 @@
 //
 // N apps converged by one process (as above, no floor for restart), then the operator restarted, crashed and failed
 // over (restart), or their namespace deleted and timed against the floor's (delete); results/bench-<scenario>-<time>.json.
+//
+// npm run bench -- --scenario rollouts [--apps 100]
+//
+// N mesh apps converged by one process, then a canary started on all N at once and, once all wait at an approval,
+// all promoted at once: time to the first weight, how late the timed pauses end, promote latency; the same JSON.
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { down, kubectl } from '../stack/stack.ts';
@@ -34,8 +39,9 @@ import { parseOptions } from './options.ts';
 import { deleteNamespace } from './apps.ts';
 import { runDelete, type DeleteResult } from './delete.ts';
 import { runRestarts, type RestartResult } from './restart.ts';
+import { meshAppSpec, runRollouts, type RolloutsResult } from './rollouts.ts';
 import {
-  definitions, deleteDefinitions, latencyDefinitions, latencyTargets, printReport, reportTargets, restartDefinitions, setup, targets, writeResults, type Report,
+  definitions, deleteDefinitions, latencyDefinitions, latencyTargets, printReport, reportTargets, restartDefinitions, rolloutsDefinitions, setup, targets, writeResults, type Report,
 } from './report.ts';
 import { gitState, sourceHash } from './source.ts';
 import { PhaseError, phase, phaseNow, progress, secs } from './util.ts';
@@ -55,7 +61,8 @@ async function main(): Promise<number> {
   const startedAt = new Date();
   const command = process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench -- ${argv.join(' ')}` : `node bench/run.ts ${argv.join(' ')}`;
   const runsCount = opts.workers.length;
-  const pods = opts.apps * ((opts.floor ? 1 : 0) + runsCount) + runsCount * opts.promoteSample * 2;
+  // The rollouts scenario's apps each run a canary pod beside their stable one.
+  const pods = opts.apps * ((opts.floor ? 1 : 0) + runsCount + (opts.scenario === 'rollouts' ? 1 : 0)) + runsCount * opts.promoteSample * 2;
   const nodes = Math.ceil(pods / 4000) + 1;
   const { machine, versions } = await setup();
   const latencyScenario = opts.scenario === 'latency';
@@ -147,27 +154,30 @@ async function main(): Promise<number> {
       return parts.every((p) => !p || p.errors.length === 0) ? 0 : 2;
     }
 
-    if (opts.scenario === 'restart' || opts.scenario === 'delete') {
+    if (opts.scenario === 'restart' || opts.scenario === 'delete' || opts.scenario === 'rollouts') {
       const floor = opts.floor ? await runFloor(ctx) : null;
       // The floor's namespace goes first, timed, so that the operator's run does not share the machine with it.
       const floorDeletion = floor ? await phase(`floor: delete namespace ${floor.namespace} until it is gone`, () => deleteNamespace(ctx, floor.namespace)) : null;
       let restart: RestartResult | undefined;
       let deletion: DeleteResult | undefined;
+      let rollouts: RolloutsResult | undefined;
       const run = await runOperator(ctx, 1, floor, async (live) => {
         if (opts.scenario === 'restart') restart = await runRestarts(ctx, live);
+        else if (opts.scenario === 'rollouts') rollouts = await runRollouts(ctx, live);
         else deletion = await runDelete(ctx, live, floorDeletion);
-      });
+      }, opts.scenario === 'rollouts' ? meshAppSpec : undefined);
       const report: Report = {
         command, startedAt: startedAt.toISOString(), finishedAt: new Date().toISOString(), machine, versions,
         code: { commit: git.commit, uncommitted: git.dirty, bundleSource },
-        options: { ...opts, nodes }, definitions: restart ? restartDefinitions : deleteDefinitions,
-        floor, runs: [run], ...(restart ? { restart } : {}), ...(deletion ? { deletion } : {}), targets: [], files: [],
+        options: { ...opts, nodes }, definitions: restart ? restartDefinitions : rollouts ? rolloutsDefinitions : deleteDefinitions,
+        floor, runs: [run], ...(restart ? { restart } : {}), ...(deletion ? { deletion } : {}), ...(rollouts ? { rollouts } : {}), targets: [], files: [],
       };
       report.targets = reportTargets(report);
       await writeResults(report, base, logDir);
       printReport(report);
       // Like the other scenarios, a MISS is reported, not an exit code; what did not complete is.
-      const completed = restart ? restart.cases.every((c) => c.idleSeconds !== null) : deletion?.operator.seconds != null;
+      const completed = restart ? restart.cases.every((c) => c.idleSeconds !== null)
+        : rollouts ? rollouts.promoteMs.length === rollouts.apps : deletion?.operator.seconds != null;
       return run.converged === run.apps && completed ? 0 : 2;
     }
 

@@ -71,7 +71,8 @@ function add(c: EventCounts, type: number, markerName?: string | null): void {
   }
 }
 
-function millis(t: { seconds?: unknown; nanos?: number | null } | null | undefined): number {
+/** A proto Timestamp or Duration in ms (seconds may be a Long). */
+export function millis(t: { seconds?: unknown; nanos?: number | null } | null | undefined): number {
   if (!t) return 0;
   const s = t.seconds as number | { toNumber(): number } | string | null | undefined;
   const seconds = typeof s === 'object' && s !== null ? s.toNumber() : Number(s ?? 0);
