@@ -1,5 +1,6 @@
 import type { Kube } from '../kube/client.ts';
 import type { MemberClusters } from '../kube/clusters.ts';
+import type { RecentObjects } from '../kube/recent.ts';
 import type { Logger } from '../operator/log.ts';
 import type { Metrics } from '../operator/metrics.ts';
 import type { HostPattern } from '../reconcile/checks.ts';
@@ -8,6 +9,8 @@ import type { PlanNotification } from '../reconcile/notify.ts';
 /** What activities need from the process that runs them. */
 export interface ActivityDeps {
   kube: Kube;
+  /** Objects in hand (the watcher's, the answers of earlier passes) read instead of a GET while current. */
+  recent?: RecentObjects;
   /** Base URL of the Temporal UI, for the link written into status (omitted when unknown). */
   temporalUiUrl?: string;
   temporalNamespace: string;

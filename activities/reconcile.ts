@@ -29,10 +29,11 @@ function progress(what: string): void {
 const describeRef = (o: { kind: string; metadata?: { name: string }; name?: string }) => `${o.kind}/${o.metadata?.name ?? o.name ?? ''}`;
 
 /**
- * One reconcile pass: read the Application, validate it, make sure our finalizer is on it, server-side apply every
- * child in dependency order (dry-run first when the spec changed, so a rejected child never leaves a half-applied
- * app), remove children the spec no longer asks for, then derive status from what is observed and write it only
- * when it changed.
+ * One reconcile pass: read the Application (the copy in hand when it is current), validate it, make sure our
+ * finalizer is on it, server-side apply every child in dependency order (dry-run first when a changed spec meets
+ * children already applied; a first apply takes back what it created instead, so a rejected child never leaves a
+ * half-applied app), remove children the spec no longer asks for, then derive status from what is observed and
+ * write it only when it changed.
  */
 export async function reconcileApplication(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
   const started = performance.now();
@@ -47,7 +48,7 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
 
 async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
   const { kube } = deps;
-  const raw = await kube.get<RawApplication>(appRef(input.namespace, input.name));
+  const raw = await read<RawApplication>(deps, appRef(input.namespace, input.name));
   if (!raw) return { outcome: 'gone' };
   const uid = raw.metadata.uid ?? '';
   const generation = raw.metadata.generation;
@@ -68,6 +69,8 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   await ensureFinalizer(deps, raw);
 
   const applied: string[] = [];
+  /** Children this pass created (the API server answered 201): what a refusal on a first pass takes back. */
+  const created: KubeObject[] = [];
   const removed: string[] = [];
   const repaired: string[] = [];
   /** What server-side apply answered, by Kind/name: the children as they are now, so status needs no second read. */
@@ -82,6 +85,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     const apply = desired.apply.filter(ours).map((c) => c.object);
     const absent = desired.absent.filter(ours).map((c) => c.ref);
     const specChanged = raw.status?.observedGeneration !== generation;
+    // A first pass has nothing applied yet to keep whole: instead of a dry-run ahead of every create, a refusal takes
+    // back what this pass created, so it still ends with nothing of the spec applied (one write less per create).
+    const firstPass = raw.status?.observedGeneration === undefined;
     // What a watch saw changed by someone else, as it is before the apply: the apply's answer tells a repair from a
     // no-op. Not for a PVC (the operator may not read PVCs: storage is immutable, nothing of it is ever read back), and
     // a read refused by a narrower role than the chart's only costs the Event.
@@ -95,10 +101,14 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       if (before !== undefined) drifted.set(describeRef(obj), before);
     }
     try {
-      if (specChanged) await dryRunAfterFirst(deps, apply);
+      // A spec the API server refused once is checked again before anything of it is applied: a pass that a drift or a
+      // resync wakes must not apply the children ahead of the refused one.
+      const refused = raw.status?.conditions?.some((c) => c.type === ConditionType.Degraded && c.status === 'True' && c.reason === Reason.ApplyFailed);
+      if ((specChanged || refused) && !firstPass) await dryRunAfterFirst(deps, apply);
       for (const obj of apply) {
         progress(describeRef(obj));
-        const answer = await kube.apply(obj, { fieldManager: FIELD_MANAGER });
+        const answer = await kube.apply(obj, { fieldManager: FIELD_MANAGER, onCreated: () => created.push(obj) });
+        if (observedKinds.has(obj.kind)) deps.recent?.remember(answer);
         answered.set(describeRef(obj), answer);
         applied.push(describeRef(obj));
         const before = drifted.get(describeRef(obj));
@@ -106,7 +116,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       }
     } catch (err) {
       if (!(err instanceof KubeError && err.permanent)) throw err;
-      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message: err.message },
+      const takenBack = firstPass ? await takeBack(deps, created, answered) : [];
+      const message = takenBack.length ? `${err.message} (removed what this first apply had created: ${takenBack.join(', ')})` : err.message;
+      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message },
         ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
     }
     if (specChanged) {
@@ -118,7 +130,6 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId }).warn({ repaired }, 'put back children changed outside the Application');
     }
     // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create).
-    const firstPass = raw.status?.observedGeneration === undefined;
     for (const ref of firstPass ? [] : absent) {
       // Only what this Application controls: a same-named object someone else made is left alone.
       const existing = await kube.get<KubeObject & { metadata: { ownerReferences?: { uid: string; controller?: boolean }[] } }>(ref);
@@ -155,6 +166,43 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     progressing: status.phase === 'Pending' || status.phase === 'Updating',
     applied, removed, statusWritten: written, ...(repaired.length ? { repaired } : {}),
   };
+}
+
+/** The kinds whose apply answers status is derived from (observe): kept in hand for the next pass. */
+const observedKinds: ReadonlySet<string> = new Set([kinds.deployment.kind, kinds.service.kind]);
+
+/**
+ * An object as it is now: the one in hand when it is current (kube/recent.ts: what the watch last delivered, or an
+ * answer the watch has since confirmed), else read from the API server.
+ */
+async function read<T extends KubeObject>(deps: ActivityDeps, ref: ObjectRef): Promise<T | null> {
+  const kept = deps.recent?.current<T>(ref);
+  if (kept) return kept;
+  const got = await deps.kube.get<T>(ref);
+  if (got && deps.recent && (ref.kind === KIND || observedKinds.has(ref.kind))) deps.recent.remember(got);
+  return got;
+}
+
+/** Deletes the children a refused first apply had created (each by its uid, so nothing made since goes too). */
+async function takeBack(deps: ActivityDeps, created: KubeObject[], answered: ReadonlyMap<string, KubeObject>): Promise<string[]> {
+  const removed: string[] = [];
+  for (const obj of [...created].reverse()) {
+    const uid = answered.get(describeRef(obj))?.metadata.uid;
+    const ref = { apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
+    if (uid && await deps.kube.delete(ref, { uid })) removed.push(describeRef(obj));
+    deps.recent?.forget(ref);
+  }
+  return removed;
+}
+
+/** A write on the Application that conflicted leaves nothing in hand of it: the retry reads it from the API server. */
+async function orForget<T>(deps: ActivityDeps, ref: ObjectRef, write: Promise<T>): Promise<T> {
+  try {
+    return await write;
+  } catch (err) {
+    if (err instanceof KubeError && err.status === 409) deps.recent?.forget(ref);
+    throw err;
+  }
 }
 
 /** The children as the apply answered them, in a stable order: status.children. */
@@ -214,16 +262,17 @@ async function dryRunAfterFirst(deps: ActivityDeps, apply: KubeObject[]): Promis
 
 /**
  * The Deployment and Service that status is derived from: as server-side apply answered them in this pass, else
- * read. Applied objects are what a read right after would return (the controllers have not acted yet either way).
+ * the copy in hand when it is current, else read. Applied objects are what a read right after would return (the
+ * controllers have not acted yet either way).
  */
 async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyMap<string, KubeObject>): Promise<Observed> {
   const ns = app.metadata.namespace ?? '';
   const name = childName(app);
-  const read = <T>(k: { apiVersion: string; kind: string }): Promise<T | null> => {
+  const child = <T>(k: { apiVersion: string; kind: string }): Promise<T | null> => {
     const applied = answered.get(describeRef({ kind: k.kind, name }));
-    return applied ? Promise.resolve(applied as unknown as T) : deps.kube.get<T>({ apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name });
+    return applied ? Promise.resolve(applied as unknown as T) : read<KubeObject>(deps, { apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name }) as Promise<T | null>;
   };
-  const [deployment, service] = await Promise.all([read<ObservedDeployment>(kinds.deployment), read<ObservedService>(kinds.service)]);
+  const [deployment, service] = await Promise.all([child<ObservedDeployment>(kinds.deployment), child<ObservedService>(kinds.service)]);
   if (!needsPods(deployment)) return { deployment, service };
   // Best effort: only to say why pods are not available; status without it is still right.
   const pods = await deps.kube.list<ObservedPod>({ apiVersion: 'v1', kind: 'Pod', namespace: ns }, `${LABEL_NAME}=${app.metadata.name},${LABEL_VERSION}=${STABLE_VERSION}`)
@@ -241,9 +290,11 @@ function scalingOf(app: Application): Scaling {
 async function ensureFinalizer(deps: ActivityDeps, raw: RawApplication): Promise<void> {
   const finalizers = raw.metadata.finalizers ?? [];
   if (finalizers.includes(FINALIZER)) return;
-  const patched = await deps.kube.mergePatch<RawApplication>(appRef(raw.metadata.namespace ?? '', raw.metadata.name), {
+  const ref = appRef(raw.metadata.namespace ?? '', raw.metadata.name);
+  const patched = await orForget(deps, ref, deps.kube.mergePatch<RawApplication>(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: [...finalizers, FINALIZER] },
-  });
+  }));
+  deps.recent?.remember(patched);
   if (patched) raw.metadata.resourceVersion = patched.metadata.resourceVersion;
 }
 
@@ -273,9 +324,11 @@ async function writeStatus(
   // A merge patch keeps keys it does not mention: clear the ones we no longer write (e.g. the UI link when unset).
   const stale = Object.fromEntries(Object.keys(current).filter((k) => !(k in next) && k !== 'lastUpdateTime').map((k) => [k, null]));
   // Compare-and-swap: the rollout writes status.canary and its condition too; a 409 retries the pass on fresh state.
-  await deps.kube.mergePatch(appRef(input.namespace, input.name), {
+  const ref = appRef(input.namespace, input.name);
+  const written = await orForget(deps, ref, deps.kube.mergePatch<KubeObject>(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion }, status: { ...stale, ...next, conditions, lastUpdateTime: now },
-  }, 'status');
+  }, 'status'));
+  deps.recent?.remember(written);
   return { status: next, written: true };
 }
 

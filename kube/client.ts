@@ -56,6 +56,8 @@ interface RequestOpts {
   timeoutMs?: number;
   /** Extra headers (the trace context). */
   headers?: Record<string, string>;
+  /** Told the HTTP status of a successful answer (a server-side apply's 201 says it created the object). */
+  onStatus?: (status: number) => void;
 }
 
 type TlsMaterial = Pick<RequestOptions, 'ca' | 'cert' | 'key' | 'pfx' | 'passphrase' | 'servername' | 'rejectUnauthorized'>;
@@ -168,6 +170,7 @@ export class Kube {
   private async exchange<T>(method: string, path: string, opts: RequestOpts): Promise<T | null> {
     const res = await this.open(method, path, opts);
     if (!res) return null;
+    opts.onStatus?.(res.statusCode ?? 0);
     const text = await readBody(res);
     return text ? (JSON.parse(text) as T) : null;
   }
@@ -264,12 +267,13 @@ export class Kube {
   }
 
   /** Server-side apply with our field manager, taking ownership of the fields we send (force). */
-  async apply<T extends KubeObject>(obj: T, opts: { fieldManager: string; subresource?: string; force?: boolean; dryRun?: boolean }): Promise<T> {
+  async apply<T extends KubeObject>(obj: T, opts: { fieldManager: string; subresource?: string; force?: boolean; dryRun?: boolean; onCreated?: () => void }): Promise<T> {
     const ref = { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}) };
     const out = await this.request<T>('PATCH', objectPath(ref, opts.subresource), {
       body: obj,
       contentType: contentTypes.apply,
       query: { fieldManager: opts.fieldManager, force: String(opts.force ?? true), ...(opts.dryRun ? { dryRun: 'All' } : {}) },
+      ...(opts.onCreated ? { onStatus: (status: number) => { if (status === 201) opts.onCreated!(); } } : {}),
     });
     return out as T;
   }

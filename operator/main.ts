@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { createActivities } from '../activities/index.ts';
 import { Kube } from '../kube/client.ts';
 import { MemberClusters } from '../kube/clusters.ts';
+import { RecentObjects } from '../kube/recent.ts';
 import { loadKubeconfig, NoCurrentCluster, type KubeCredentials } from '../kube/config.ts';
 import { Watcher } from '../watcher/watcher.ts';
 import { searchAttributeKeys } from '../workflows/search-attributes.ts';
@@ -161,6 +162,8 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
   const apiServer = kc.getCurrentCluster()?.server ?? '?';
   // One client (one connection pool) for the activities, the watcher and leader election.
   const kube = new Kube(kc);
+  // What the watcher's watches and the passes' answers brought, read by the next pass instead of a GET while current.
+  const recent = new RecentObjects();
   /** What to undo at stop, in the order it was started (stopped in reverse). */
   const started: { what: string; stop: () => Promise<void> }[] = [];
   // Fleet Releases reach member clusters through their Secrets (kube/clusters.ts), and steer their canaries through
@@ -245,7 +248,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     if (cfg.mode !== 'watcher') {
       const connection = await retrying('worker', () => connectWorker(cfg), (c) => c.close());
       const activities = createActivities({
-        kube, temporalNamespace: cfg.temporalNamespace, metrics, log, checkAllowedHosts: cfg.checkAllowedHosts,
+        kube, recent, temporalNamespace: cfg.temporalNamespace, metrics, log, checkAllowedHosts: cfg.checkAllowedHosts,
         clusters: memberClusters, signalWorkflow: memberSignals.send,
         ...(cfg.temporalUiUrl ? { temporalUiUrl: cfg.temporalUiUrl } : {}),
         ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
@@ -290,7 +293,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     const startWatcher = async (): Promise<() => Promise<void>> => {
       const { client, connection } = await retrying('watcher', () => connectClient(cfg, clientInterceptors), closeClient);
       const wt = new Watcher({
-        kube, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
+        kube, recent, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
         coalesceMs: cfg.coalesceMs,
         loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
         releaseOptions: { pollSeconds: cfg.releasePollSeconds },

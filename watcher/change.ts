@@ -16,6 +16,8 @@ export interface Observation {
   finalizer: boolean;
   /** Of a child: namespace/name of the Application that owns it. */
   owner?: string;
+  /** The object's resourceVersion at this event: what tells whether an object in hand is current (kube/recent.ts). */
+  resourceVersion?: string;
 }
 
 export interface WatchEvent {

@@ -5,6 +5,8 @@ import {
 } from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
+import type { RecentObjects } from '../kube/recent.ts';
+import type { ObjectRef } from '../kube/resources.ts';
 import { tracer } from '../lib/trace.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
@@ -40,6 +42,11 @@ export interface WatcherOptions {
   sweepSeconds?: number;
   /** Called with what each sweep found (for metrics). */
   onSweep?: (found: SweepFindings) => void;
+  /**
+   * Objects in hand that reconcile passes in this process read instead of a GET: the watcher keeps the whole
+   * Applications and Deployments its watches deliver there, and says which resourceVersion is current.
+   */
+  recent?: RecentObjects;
 }
 
 interface Pending {
@@ -80,7 +87,7 @@ type Obj = KubeObject & {
  * resourceVersion after an error (and relists when that expired), so no event is lost across a restart.
  */
 export class Watcher {
-  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>> & Pick<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions'>;
+  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions' | 'recent'>> & Pick<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions' | 'recent'>;
   private readonly informers: Informer[] = [];
   private readonly apps = new Map<string, Observation>();
   /** namespace/name -> metricsView of the Application (the reflectors keep no whole objects). */
@@ -132,6 +139,7 @@ export class Watcher {
 
   /** Starts the informers; resolves once the Applications have been listed (children follow in the background). */
   async start(): Promise<void> {
+    this.opts.recent?.follow((ref) => this.latestVersion(ref));
     const scopes = this.opts.namespaces.length ? this.opts.namespaces : [undefined];
     for (const ns of scopes) {
       this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
@@ -233,10 +241,19 @@ export class Watcher {
   /** Stops the informers and drops pending signals (another replica, or the next start, checks every app again). */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.opts.recent?.follow(undefined);
     clearInterval(this.sweepTimer);
     await this.sweeping;
     await Promise.all(this.informers.map((i) => i.reflector.stop()));
     for (const p of this.pending.values()) clearTimeout(p.timer);
+  }
+
+  /** The resourceVersion the watches last delivered of an Application or a watched child (undefined: not watched, or gone). */
+  latestVersion(ref: ObjectRef): string | undefined {
+    const key = `${ref.namespace ?? ''}/${ref.name}`;
+    if (ref.apiVersion === API_VERSION && ref.kind === KIND) return this.apps.get(key)?.resourceVersion;
+    const child = this.children.get(`${ref.kind}/${key}`);
+    return child && childKinds.some((k) => k.kind === ref.kind && k.apiVersion === ref.apiVersion) ? child.resourceVersion : undefined;
   }
 
   private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void, metadataOnly = false): void {
@@ -264,12 +281,14 @@ export class Watcher {
     const now = observe(KIND, obj);
     const before = this.apps.get(key);
     if (type === 'delete') {
+      this.opts.recent?.forget({ apiVersion: API_VERSION, kind: KIND, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name });
       this.apps.delete(key);
       this.appViews.delete(key);
       this.firstSeen.delete(`app:${key}`);
     } else {
       if (!this.apps.has(key)) this.firstSeen.set(`app:${key}`, Date.now());
       this.apps.set(key, now);
+      this.opts.recent?.remember(obj);
       this.appViews.set(key, metricsView(obj));
     }
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
@@ -311,6 +330,8 @@ export class Watcher {
     const before = this.children.get(childKey);
     if (type === 'delete') this.children.delete(childKey);
     else this.children.set(childKey, now);
+    // Only a whole object is worth keeping (the metadata-only watches bring no spec).
+    if (statusMatters(kind) && type !== 'delete') this.opts.recent?.remember(obj);
     // Children of an app being deleted (or already gone) are the finalizer's business.
     const app = this.apps.get(appKey);
     if (!app || app.deleting) return;
@@ -485,6 +506,7 @@ function observe(kind: string, obj: Obj): Observation {
   return {
     kind, generation: meta.generation, deleting: Boolean(meta.deletionTimestamp),
     status: statusOf(kind, obj), finalizer: (meta.finalizers ?? []).includes(FINALIZER),
+    ...(meta.resourceVersion ? { resourceVersion: meta.resourceVersion } : {}),
   };
 }
 

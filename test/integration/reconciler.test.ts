@@ -137,15 +137,38 @@ describe('reconciler', () => {
     await waitForPhase(s.ns, 'rejected', 'Running');
   });
 
-  it('a rejected child after the first leaves nothing applied, not even the first (the children after it are dry-run first)', async () => {
+  it('a rejected child after the first leaves nothing applied, not even the first (a first apply takes back what it created)', async () => {
     // The PVC comes first in apply order, the Deployment the API server refuses second.
     await apply(appManifest(s.ns, 'rejected-second', {
       image: 'nginx:1.25', storage: { size: '1Gi' }, env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'spec.bogus' } } }],
     }));
     const app = await waitForPhase(s.ns, 'rejected-second', 'Failed');
     assert.equal(app.status.conditions.find((c: Json) => c.type === 'Degraded')?.reason, 'ApplyFailed');
-    assert.equal(await getObject('v1', 'PersistentVolumeClaim', s.ns, 'rejected-second'), null, 'nothing half-applied');
+    // Said in the first failure's Event (the PVC's deletion then wakes a pass that dry-runs, and says only the refusal).
+    await eventually('the Event saying what was taken back', async () => ((await eventsOf(s.ns, app.metadata.uid))
+      .some((e) => e.reason === 'ApplyFailed' && /removed what this first apply had created: PersistentVolumeClaim\/rejected-second/.test(e.note)) ? true : undefined));
     assert.equal(await getDeployment(s.ns, 'rejected-second'), null, 'nothing half-applied');
+    // Deleted at once; the PVC protection finalizer lets it go as soon as its controller sees no pod uses it.
+    await eventually('the PVC taken back', async () => ((await getObject('v1', 'PersistentVolumeClaim', s.ns, 'rejected-second')) === null ? true : undefined), { timeoutMs: 30_000 });
+  });
+
+  it('a rejected child of a changed spec leaves the children as they were (the children after the first are dry-run first)', async () => {
+    await apply(appManifest(s.ns, 'rejected-change', { image: 'nginx:1.25', storage: { size: '1Gi' } }));
+    const running = await waitForPhase(s.ns, 'rejected-change', 'Running');
+    const pvc = await getObject('v1', 'PersistentVolumeClaim', s.ns, 'rejected-change');
+    const before = await getDeployment(s.ns, 'rejected-change');
+    await kube(['-n', s.ns, 'patch', 'application', 'rejected-change', '--type=merge', '-p', JSON.stringify({
+      spec: { image: 'nginx:1.26', env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'spec.bogus' } } }] },
+    })]);
+    const failed = await waitForPhase(s.ns, 'rejected-change', 'Failed');
+    assert.equal(failed.status.conditions.find((c: Json) => c.type === 'Degraded')?.reason, 'ApplyFailed');
+    assert.doesNotMatch(failed.status.conditions.find((c: Json) => c.type === 'Degraded')?.message ?? '', /removed/, 'nothing taken back from an app that ran');
+    const after = await getDeployment(s.ns, 'rejected-change');
+    assert.equal(after!.metadata.resourceVersion, before!.metadata.resourceVersion, 'the Deployment untouched');
+    assert.equal(after!.spec.template.spec.containers[0].image, 'nginx:1.25');
+    const pvcAfter = await getObject('v1', 'PersistentVolumeClaim', s.ns, 'rejected-change');
+    assert.equal(pvcAfter?.metadata.uid, pvc?.metadata.uid, 'the PVC kept');
+    assert.ok(running.metadata.uid);
   });
 
   it('on delete removes the children, releases the finalizer and completes the workflow; recreate works', async () => {

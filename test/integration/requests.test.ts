@@ -1,0 +1,76 @@
+// What a create costs the API server, counted by the operator process itself (bench/probe.ts, loaded into it as the
+// benchmark does): the passes read the Application and its children from the watcher's events and their own
+// answers (kube/recent.ts), and a first apply is not dry-run first.
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, it } from 'node:test';
+import { appManifest, kube, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { operatorSuite } from '../../testkit/suite.ts';
+import { startOperator } from '../../testkit/operator.ts';
+import { eventually } from '../../lib/poll.ts';
+
+const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
+const root = join(import.meta.dirname, '..', '..');
+
+describe('requests per create', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'requests-'));
+  const probeFile = join(dir, 'probe.json');
+  const s = operatorSuite('requests', {
+    operator: { nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: probeFile } },
+  });
+  after(() => rm(dir, { recursive: true, force: true }));
+
+  /** The operator's requests by verb and resource, once they stopped changing (the probe writes them 4 times a second). */
+  async function settledCounts(file = probeFile): Promise<Record<string, number>> {
+    let last = '';
+    return eventually('the operator\'s request counts settle', async () => {
+      const text = await readFile(file, 'utf8').catch(() => '');
+      const now = text ? JSON.stringify((JSON.parse(text) as { counts: Record<string, number> }).counts) : '';
+      const settled = now !== '' && now === last;
+      last = now;
+      return settled ? JSON.parse(now) as Record<string, number> : undefined;
+    }, { intervalMs: 1500, timeoutMs: 60_000 });
+  }
+
+  it('reads neither the Application nor its children back, and dry-runs nothing, on the way to Running', async () => {
+    const before = await settledCounts();
+    const names = ['a', 'b', 'c', 'd'];
+    for (const name of names) await apply(appManifest(s.ns, name, { image: 'nginx:1.25' }));
+    for (const name of names) await waitForPhase(s.ns, name, 'Running');
+    const after = await settledCounts();
+    const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+    const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+    // Without what is in hand, each create reads its Application twice and its Deployment and Service once.
+    const reads = made('GET myapp.example.com/applications') + made('GET apps/deployments') + made('GET services');
+    assert.ok(reads <= 1, `reads of what the watch already brought: ${reads} (${all})`);
+    assert.equal(Object.keys(after).filter((k) => k.includes('dry-run') && made(k) > 0).length, 0, `no dry-run on a create (${all})`);
+    assert.equal(made('APPLY apps/deployments'), names.length, all);
+    assert.equal(made('APPLY services'), names.length, all);
+    const requests = Object.keys(after).filter((k) => !k.startsWith('WATCH') && !k.startsWith('LIST') && !k.includes('leases')).reduce((n, k) => n + made(k), 0);
+    assert.ok(requests <= names.length * 7 + 1, `at most 7 requests per create: ${requests} for ${names.length} (${all})`);
+  });
+
+  it('a worker without a watcher in its process reads everything from the API server, and gets there all the same', async () => {
+    const split = join(dir, 'split.json');
+    const ns = await testNamespace('requests-split');
+    const watcher = await startOperator({ namespaces: [ns.name], mode: 'watcher', logName: 'watcher' });
+    const worker = await startOperator({
+      namespaces: [ns.name], mode: 'worker', taskQueue: watcher.taskQueue, logName: 'worker',
+      nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: split },
+    });
+    try {
+      await apply(appManifest(ns.name, 'e', { image: 'nginx:1.25' }));
+      await waitForPhase(ns.name, 'e', 'Running');
+      const counts = await settledCounts(split);
+      assert.ok((counts['GET myapp.example.com/applications'] ?? 0) >= 2, JSON.stringify(counts));
+      await kube(['-n', ns.name, 'delete', 'application', 'e', '--wait=true', '--timeout=60s']);
+    } finally {
+      await worker.stop();
+      await watcher.stop();
+      await ns.cleanup();
+    }
+  });
+});

@@ -1,0 +1,80 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import type { KubeObject } from '../../kube/client.ts';
+import { RecentObjects } from '../../kube/recent.ts';
+import type { ObjectRef } from '../../kube/resources.ts';
+
+const ref: ObjectRef = { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'prod', name: 'web' };
+const deployment = (rv: string, replicas = 1): KubeObject => ({
+  apiVersion: 'apps/v1', kind: 'Deployment',
+  metadata: { name: 'web', namespace: 'prod', resourceVersion: rv, managedFields: [{ manager: 'x' }] },
+  spec: { replicas },
+});
+
+/** A cache following a watch whose latest versions the test sets. */
+function following(): { recent: RecentObjects; watched: Map<string, string> } {
+  const watched = new Map<string, string>();
+  const recent = new RecentObjects(3);
+  recent.follow((r) => watched.get(`${r.kind}/${r.namespace}/${r.name}`));
+  return { recent, watched };
+}
+
+describe('RecentObjects', () => {
+  test('serves a copy of the object while its resourceVersion is the one the watch last delivered', () => {
+    const { recent, watched } = following();
+    recent.remember(deployment('10', 2));
+    watched.set('Deployment/prod/web', '10');
+    const got = recent.current<KubeObject & { spec: { replicas: number } }>(ref);
+    assert.equal(got?.spec.replicas, 2);
+    assert.equal(got?.metadata['managedFields'], undefined, 'managed fields are not kept');
+    got.spec.replicas = 9;
+    assert.equal(recent.current<KubeObject & { spec: { replicas: number } }>(ref)?.spec.replicas, 2, 'a caller cannot change what is kept');
+    assert.deepEqual(recent.counts, { served: 2, missed: 0 });
+  });
+
+  test('an answer the watch has not delivered yet, or one it has moved past, is not served', () => {
+    const { recent, watched } = following();
+    watched.set('Deployment/prod/web', '10');
+    recent.remember(deployment('11'));
+    assert.equal(recent.current(ref), undefined, 'the watch has not confirmed 11 yet');
+    watched.set('Deployment/prod/web', '11');
+    assert.equal(recent.current(ref)?.metadata.resourceVersion, '11');
+    watched.set('Deployment/prod/web', '12');
+    assert.equal(recent.current(ref), undefined, 'someone wrote 12');
+    assert.deepEqual(recent.counts, { served: 1, missed: 2 });
+  });
+
+  test('nothing is current without a watch to follow, or once it stops, or once forgotten', () => {
+    const recent = new RecentObjects();
+    recent.remember(deployment('10'));
+    assert.equal(recent.current(ref), undefined);
+    recent.follow(() => '10');
+    assert.ok(recent.current(ref));
+    recent.forget(ref);
+    assert.equal(recent.current(ref), undefined);
+    recent.remember(deployment('10'));
+    recent.follow(undefined);
+    assert.equal(recent.current(ref), undefined);
+  });
+
+  test('keeps at most its capacity, dropping the least recently used', () => {
+    const { recent, watched } = following();
+    for (const name of ['a', 'b', 'c']) {
+      recent.remember({ ...deployment('1'), metadata: { name, namespace: 'prod', resourceVersion: '1' } });
+      watched.set(`Deployment/prod/${name}`, '1');
+    }
+    assert.ok(recent.current({ ...ref, name: 'a' }), 'a used: b is now the oldest');
+    recent.remember({ ...deployment('1'), metadata: { name: 'd', namespace: 'prod', resourceVersion: '1' } });
+    watched.set('Deployment/prod/d', '1');
+    assert.equal(recent.size, 3);
+    assert.equal(recent.current({ ...ref, name: 'b' }), undefined);
+    for (const name of ['a', 'c', 'd']) assert.ok(recent.current({ ...ref, name }), name);
+  });
+
+  test('an object without a resourceVersion (a dry-run, a null answer) is not kept', () => {
+    const { recent } = following();
+    recent.remember(null);
+    recent.remember({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'x', namespace: 'prod' } });
+    assert.equal(recent.size, 0);
+  });
+});
