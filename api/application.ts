@@ -6,6 +6,7 @@
 
 import { z } from 'zod';
 import {
+  NOTIFICATION_EVENTS, type NotificationEvent,
   API_VERSION, CHECK_PHASES, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
 } from './constants.ts';
 import { parseQuantity } from './quantity.ts';
@@ -446,9 +447,7 @@ const trafficSchema = z
     }
   });
 
-/** What a notification may be sent for: the rollout's Events, in kinds people subscribe to (activities/notify.ts maps them). */
-export const NOTIFICATION_EVENTS = ['started', 'step', 'paused', 'checkFailed', 'analysisFailed', 'promoted', 'aborted', 'rolledBack'] as const;
-export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
+export { NOTIFICATION_EVENTS, type NotificationEvent };
 export const NOTIFICATION_FORMATS = ['json', 'slack', 'teams'] as const;
 export type NotificationFormat = (typeof NOTIFICATION_FORMATS)[number];
 

@@ -316,3 +316,11 @@ export function mirrorServiceName(app: Named): string {
 export function stableServiceName(app: Named): string {
   return `${app.metadata.name}${STABLE_SERVICE_SUFFIX}`;
 }
+
+/**
+ * What a notification may be sent for: the rollout's Events, in kinds people subscribe to (activities/notify.ts maps
+ * them). Here rather than beside the schema: the workflows need it, and nothing of the schema (zod) may reach their
+ * bundle, where every cached workflow would build its own copy.
+ */
+export const NOTIFICATION_EVENTS = ['started', 'step', 'paused', 'checkFailed', 'analysisFailed', 'promoted', 'aborted', 'rolledBack'] as const;
+export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];

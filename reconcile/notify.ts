@@ -1,7 +1,8 @@
 // Pure decisions of rollout notifications (spec.notifications, --notify-url): which of a rollout's Events is a
 // notification and of which kind, the stable id a receiver deduplicates by, and what each format sends. The
 // workflow (workflows/notify.ts) decides when; activities/notify.ts does the I/O.
-import { NOTIFICATION_EVENTS, type Notification, type NotificationEvent, type NotificationFormat } from '../api/application.ts';
+import { NOTIFICATION_EVENTS, type NotificationEvent } from '../api/constants.ts';
+import type { Notification, NotificationFormat } from '../api/application.ts';
 import { Reason } from '../api/constants.ts';
 
 /** One receiver as a rollout's plan carries it: a URL is in the plan (and the history); a Secret's is read at send time. */
