@@ -332,28 +332,36 @@ async function writeStatus(
   return { status: next, written: true };
 }
 
-/** Deletes every child we may have created ("not found" is done), then releases our finalizer. */
+/**
+ * Deletes the children this Application may have ("not found" is done), then releases our finalizer. Which may
+ * exist is what its last pass recorded as applied (status.children), or every kind when it cannot tell: a rollout
+ * ran (its canary, Services and routes are not recorded) or status records nothing (an Application last reconciled
+ * before status.children). Anything else it owns, the garbage collector takes by its owner reference.
+ */
 export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInput): Promise<FinalizeResult> {
   const { kube } = deps;
   const ns = input.namespace;
+  const ref = appRef(ns, input.name);
+  const raw = await read<RawApplication>(deps, ref);
+  const recorded = raw?.status?.['canary'] ? undefined : raw?.status?.['children'] as AppliedChild[] | undefined;
   const removed: string[] = [];
   for (const child of finalizeOrder) {
-    const ref = childRef(child, ns, input.name);
-    progress(describeRef(ref));
+    const target = childRef(child, ns, input.name);
+    if (Array.isArray(recorded) && !recorded.some((c) => c.kind === target.kind && c.name === target.name)) continue;
+    progress(describeRef(target));
     try {
-      if (await kube.delete(ref)) removed.push(describeRef(ref));
+      if (await kube.delete(target)) removed.push(describeRef(target));
     } catch (err) {
       // A cluster without Istio has no such resource type: nothing to delete.
       if (!(err instanceof KubeError && err.status === 404)) throw err;
     }
   }
-  const raw = await kube.get<RawApplication>(appRef(ns, input.name));
   if (!raw || raw.metadata.uid !== input.uid || !(raw.metadata.finalizers ?? []).includes(FINALIZER)) {
     return { removed, finalizerReleased: false };
   }
-  await kube.mergePatch(appRef(ns, input.name), {
+  await orForget(deps, ref, kube.mergePatch(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) },
-  });
+  }));
   return { removed, finalizerReleased: true };
 }
 

@@ -5,7 +5,7 @@ import {
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, canaryName, isTerminal } from '../api/constants.ts';
 import type { Activities } from '../activities/index.ts';
-import type { ReconcileInput, ReconcileResult } from '../activities/types.ts';
+import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../activities/types.ts';
 import {
   changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
@@ -64,6 +64,21 @@ function reportedFailure(err: unknown): ApplicationFailure | undefined {
   // An activity's failure comes wrapped in an ActivityFailure; a local activity's as it was thrown.
   const cause = err instanceof ActivityFailure ? err.cause : err;
   return cause instanceof ApplicationFailure && cause.type && reportedFailures.has(cause.type) ? cause : undefined;
+}
+
+// Finalizing too runs first as a local activity (no activity task, three events fewer per deletion: a namespace of
+// many Applications goes faster), then as the activity above if that failed. Histories from before ran it as one.
+const localFinalizePatch = 'finalize-as-local-activity';
+
+/** Removes the children and releases the finalizer: as a local activity, then as an activity if that failed. */
+async function finalizePass(summary: string, input: FinalizeInput): Promise<FinalizeResult> {
+  if (!patched(localFinalizePatch)) return run(finalizeApplication, summary, input);
+  try {
+    return await run(local.finalizeApplication, summary, input);
+  } catch (err) {
+    log.warn('finalizing failed as a local activity; running it as an activity', { err: String(err) });
+    return run(finalizeApplication, summary, input);
+  }
 }
 
 /** One pass: as a local activity, then as an activity if that failed for any reason but one reported in status. */
@@ -348,7 +363,7 @@ class ApplicationEntity {
   async finalize(uid: string): Promise<boolean> {
     this.state.phase = 'Deleting';
     this.publish('Deleting: removing children, then releasing the finalizer');
-    const fin = await run(finalizeApplication, 'remove the children and release the finalizer', { namespace: this.state.namespace, name: this.state.name, uid });
+    const fin = await finalizePass('remove the children and release the finalizer', { namespace: this.state.namespace, name: this.state.name, uid });
     log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased });
     return this.pending.size > 0;
   }

@@ -7,7 +7,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { appManifest, kube, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, getObject, kube, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -51,6 +51,20 @@ describe('requests per create', () => {
     assert.equal(made('APPLY services'), names.length, all);
     const requests = Object.keys(after).filter((k) => !k.startsWith('WATCH') && !k.startsWith('LIST') && !k.includes('leases')).reduce((n, k) => n + made(k), 0);
     assert.ok(requests <= names.length * 7 + 1, `at most 7 requests per create: ${requests} for ${names.length} (${all})`);
+  });
+
+  it('deleting deletes what the Application recorded as applied, not every kind it could have', async () => {
+    const names = ['a', 'b', 'c', 'd'];
+    const before = await settledCounts();
+    await kube(['-n', s.ns, 'delete', 'application', ...names, '--wait=true', '--timeout=60s']);
+    const after = await settledCounts();
+    const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+    const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+    const deletes = Object.keys(after).filter((k) => k.startsWith('DELETE ')).reduce((n, k) => n + made(k), 0);
+    assert.equal(made('DELETE apps/deployments'), names.length, all);
+    assert.equal(made('DELETE services'), names.length, all);
+    assert.equal(deletes, names.length * 2, `a Deployment and a Service each (${all})`);
+    for (const name of names) assert.equal(await getObject('apps/v1', 'Deployment', s.ns, name), null);
   });
 
   it('a worker without a watcher in its process reads everything from the API server, and gets there all the same', async () => {
