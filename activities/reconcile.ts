@@ -115,6 +115,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
         if (before !== undefined && before !== contentOf(answer)) repaired.push(describeRef(obj));
       }
     } catch (err) {
+      if (err instanceof KubeError && err.namespaceTerminating) return namespaceGoing(deps, input, err);
       if (!(err instanceof KubeError && err.permanent)) throw err;
       const takenBack = firstPass ? await takeBack(deps, created, answered) : [];
       const message = takenBack.length ? `${err.message} (removed what this first apply had created: ${takenBack.join(', ')})` : err.message;
@@ -203,6 +204,21 @@ async function orForget<T>(deps: ActivityDeps, ref: ObjectRef, write: Promise<T>
     if (err instanceof KubeError && err.status === 409) deps.recent?.forget(ref);
     throw err;
   }
+}
+
+/**
+ * An apply refused because the namespace is being deleted: its controller deletes the children before it comes to
+ * the Applications, so what the watch took for drift is the namespace going. The Application, read again from the
+ * API server, says what to do: gone, or being deleted (the finalizer's pass, at once instead of after the retries
+ * of an apply that cannot succeed). One the namespace controller has not reached yet is retried as before.
+ */
+async function namespaceGoing(deps: ActivityDeps, input: ReconcileInput, err: KubeError): Promise<ReconcileResult> {
+  const ref = appRef(input.namespace, input.name);
+  deps.recent?.forget(ref);
+  const fresh = await deps.kube.get<RawApplication>(ref);
+  if (!fresh) return { outcome: 'gone' };
+  if (fresh.metadata.deletionTimestamp) return reconcilePass(deps, input);
+  throw err;
 }
 
 /** The children as the apply answered them, in a stable order: status.children. */
