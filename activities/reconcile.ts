@@ -55,6 +55,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   if (raw.metadata.deletionTimestamp) {
     // Without our finalizer there is nothing left for us to clean up: the garbage collector has the children.
     if (!(raw.metadata.finalizers ?? []).includes(FINALIZER)) return { outcome: 'gone' };
+    // Nothing to compensate: the children go and the finalizer is released now, with no status on the way out.
+    const rolloutPhase = (raw.status?.['canary'] as CanaryStatusLike | undefined)?.phase;
+    const rolloutInFlight = Boolean(rolloutPhase && !isTerminal(rolloutPhase));
+    if (input.finalize && !rolloutInFlight) return { outcome: 'deleting', uid, finalized: await finalizeApplication(deps, { namespace: input.namespace, name: input.name, uid }) };
     // Say so while a running canary is compensated and the children go (a namespace being deleted waits on this).
     await writeStatus(deps, raw, input, { deployment: null, service: null }, null, raw.status?.observedGeneration);
     return { outcome: 'deleting', uid };

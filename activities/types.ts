@@ -22,6 +22,11 @@ export interface ReconcileInput {
    * are put back with an Event that says so (one read each before the apply, to tell a repair from an echo of our own).
    */
   drifted?: string[];
+  /**
+   * No rollout runs: a pass that finds the Application being deleted finalizes it at once (children, finalizer) instead
+   * of writing a Deleting status for the workflow's separate finalizing step. Ignored while status names a rollout in flight.
+   */
+  finalize?: boolean;
 }
 
 export interface ReconcileResult {
@@ -42,6 +47,8 @@ export interface ReconcileResult {
   canary?: RolloutPlan;
   /** What status says of the last rollout: a new workflow run does not restart a finished one, and takes up one in flight. */
   lastRollout?: RecoveredRollout;
+  /** Of a pass asked to finalize (input.finalize) that found the Application being deleted: what finalizing did. */
+  finalized?: FinalizeResult;
 }
 
 export interface FinalizeInput {

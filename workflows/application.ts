@@ -69,6 +69,7 @@ function reportedFailure(err: unknown): ApplicationFailure | undefined {
 // Finalizing too runs first as a local activity (no activity task, three events fewer per deletion: a namespace of
 // many Applications goes faster), then as the activity above if that failed. Histories from before ran it as one.
 const localFinalizePatch = 'finalize-as-local-activity';
+const inlineFinalizePatch = 'finalize-in-the-deleted-pass';
 
 /** Removes the children and releases the finalizer: as a local activity, then as an activity if that failed. */
 async function finalizePass(summary: string, input: FinalizeInput): Promise<FinalizeResult> {
@@ -258,8 +259,11 @@ class ApplicationEntity {
       const summary = `${apply ? 'apply children' : 'read status'} (${why})${traceId ? ` · trace ${traceId}` : ''}`;
       // A fresh run does not know yet whether a rollout is in flight: the pass leaves the canary to one status names.
       const rolloutActive = this.rollout !== undefined ? true : this.rolloutKnown ? false : undefined;
+      // Told of a deletion with no rollout to compensate, the pass finalizes at once (runs from before took two steps).
+      const finalize = this.reasons.includes('deleted') && this.rollout === undefined && patched(inlineFinalizePatch);
       const result = await reconcilePass(summary, {
         namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
+        ...(finalize ? { finalize } : {}),
       });
       this.state.passes++;
       this.passesThisRun++;
@@ -359,11 +363,14 @@ class ApplicationEntity {
     await condition(() => this.rolloutFinished);
   }
 
-  /** Removes the children and releases the finalizer; true when a signal meanwhile may be about a new Application of the same name. */
-  async finalize(uid: string): Promise<boolean> {
+  /**
+   * Removes the children and releases the finalizer, unless the pass already did (`done`); true when a signal
+   * meanwhile may be about a new Application of the same name.
+   */
+  async finalize(uid: string, done?: FinalizeResult): Promise<boolean> {
     this.state.phase = 'Deleting';
     this.publish('Deleting: removing children, then releasing the finalizer');
-    const fin = await finalizePass('remove the children and release the finalizer', { namespace: this.state.namespace, name: this.state.name, uid });
+    const fin = done ?? await finalizePass('remove the children and release the finalizer', { namespace: this.state.namespace, name: this.state.name, uid });
     log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased });
     return this.pending.size > 0;
   }
@@ -487,7 +494,7 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
         app.publish('Application no longer exists');
         return 'gone';
       }
-      if (await app.finalize(result.uid ?? '')) {
+      if (await app.finalize(result.uid ?? '', result.finalized)) {
         await condition(allHandlersFinished);
         return continueAsNew<typeof applicationWorkflow>(app.nextRun(false));
       }

@@ -64,6 +64,9 @@ describe('requests per create', () => {
     assert.equal(made('DELETE apps/deployments'), names.length, all);
     assert.equal(made('DELETE services'), names.length, all);
     assert.equal(deletes, names.length * 2, `a Deployment and a Service each (${all})`);
+    // With no rollout to compensate, the pass the deletion wakes finalizes at once: no Deleting status on the way out.
+    assert.equal(made('PATCH myapp.example.com/applications/status'), 0, all);
+    assert.equal(made('PATCH myapp.example.com/applications'), names.length, `one finalizer release each (${all})`);
     for (const name of names) assert.equal(await getObject('apps/v1', 'Deployment', s.ns, name), null);
   });
 

@@ -142,6 +142,22 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  it('deletion with no rollout is finalized by the pass it wakes (one step, no separate finalizing activity)', async () => {
+    const asked: (boolean | undefined)[] = [];
+    const run = await startApp({
+      reconcile: (_n, input) => {
+        asked.push(input.finalize);
+        return input.finalize ? { outcome: 'deleting', finalized: { removed: ['Deployment/app', 'Service/app'], finalizerReleased: true } } : {};
+      },
+    });
+    await run.r.until('first pass', (r) => r.count('reconcileApplication') >= 1);
+    await run.handle.signal(changedSignal, { reason: 'deleted' });
+    assert.equal(await run.handle.result(), 'deleted');
+    assert.deepEqual(asked, [undefined, true], 'only the pass the deletion woke is asked to finalize');
+    assert.equal(run.r.count('finalizeApplication'), 0);
+    await replayAll(run);
+  });
+
   it('an Application that is gone ends the workflow', async () => {
     const run = await startApp({ reconcile: () => ({ outcome: 'gone' }) });
     assert.equal(await run.handle.result(), 'gone');
