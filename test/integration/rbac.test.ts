@@ -66,18 +66,23 @@ const prerequisites = (s: Step): Step[] => {
  * accepted for an informer's list and watch, since a watcher may rightly report an informer it cannot run as not ready.
  */
 const informer = (kind: ChildKind): Step[] => ['ready', `drift ${kind}`];
-// get: status is read from the Deployment and the Service; the others are read back before a child the spec no
-// longer wants is pruned; a kind the table says is never read gets no get.
+// get: status is read from the Deployment and the Service, unless the copy the watch delivered is current (so a
+// pass on the way to Running may read neither): the canary's gate reads its Deployment, the Gateway API router its
+// canary Service; the others are read back before a child the spec no longer wants is pruned; a kind the table
+// says is never read gets no get.
 // create: server-side apply of an object that does not exist yet is authorized as create too, not only patch.
-const statusKinds = new Set<string>([kinds.deployment.kind, kinds.service.kind]);
+// delete: finalizing deletes what the last apply recorded ('delete': plain's Deployment and Service), or every kind
+// after a rollout ('finalize': full, deleted mid-rollout).
+const statusReads: Partial<Record<string, Step[]>> = { [kinds.deployment.kind]: ['apps Running', 'canary'], [kinds.service.kind]: ['apps Running', 'mirror'] };
 const child = (k: ChildKindEntry) => ({
-  ...(k.read ? { get: [statusKinds.has(k.kind) ? 'apps Running' : 'prune'] as Step[] } : {}),
+  ...(k.read ? { get: statusReads[k.kind] ?? ['prune'] as Step[] } : {}),
   ...(k.watched ? { list: informer(k.kind), watch: informer(k.kind) } : {}),
-  create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete'] as Step[],
+  create: ['apps Running'] as Step[], patch: ['apps Running'] as Step[], delete: ['delete', 'finalize'] as Step[],
 });
 const needs: Record<string, Partial<Record<string, Step[]>>> = {
-  // Read by every reconcile, watched by the watcher, patched to add and release the finalizer.
-  'myapp.example.com/applications': { get: ['apps Running'], list: ['ready', 'apps Running'], watch: ['ready', 'apps Running'], patch: ['apps Running'] },
+  // Read by a reconcile pass (unless the copy the watch delivered is current) and by the rollout's activities,
+  // watched by the watcher, patched to add and release the finalizer.
+  'myapp.example.com/applications': { get: ['apps Running', 'canary'], list: ['ready', 'apps Running'], watch: ['ready', 'apps Running'], patch: ['apps Running'] },
   'myapp.example.com/applications/status': { patch: ['apps Running'] },
   // A Release is read and given its finalizer (get, patch) and writes its status; the watcher lists and watches them.
   'myapp.example.com/releases': { get: ['release'], list: ['ready', 'release'], watch: ['ready', 'release'], patch: ['release'] },
@@ -87,7 +92,7 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // earlier in the table first, cannot tell).
   'gateway.networking.k8s.io/httproutes': { ...child(kinds.httpRoute), get: ['mirror'] },
   // Traefik's mirroring service exists only while a rollout on Traefik mirrors: made, read back and removed then.
-  'traefik.io/traefikservices': { get: ['prune', 'mirror'], create: ['mirror'], patch: ['mirror'], delete: ['delete'] },
+  'traefik.io/traefikservices': { get: ['prune', 'mirror'], create: ['mirror'], patch: ['mirror'], delete: ['delete', 'finalize'] },
   // Listed by the watcher (the stable pods) and by the canary's gate; watched to say at once why a pod cannot start.
   'core/pods': { list: ['ready', 'canary'], watch: ['pod reason'] },
   'events.k8s.io/events': { create: ['event'] },
@@ -100,7 +105,8 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
 
 /** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
 // 'pod reason' gets 20 s: a Deployment's pods to create and fail, yet well before the operator's timed re-check (30 s).
-const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 45_000, 'mirror': 45_000, 'release': 45_000 };
+// 'finalize' aborts and compensates full's rollout before its children go.
+const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 45_000, 'mirror': 45_000, 'release': 45_000, 'finalize': 30_000 };
 const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
 const PASS_MS = 60_000;
 
