@@ -58,7 +58,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     // Nothing to compensate: the children go and the finalizer is released now, with no status on the way out.
     const rolloutPhase = (raw.status?.['canary'] as CanaryStatusLike | undefined)?.phase;
     const rolloutInFlight = Boolean(rolloutPhase && !isTerminal(rolloutPhase));
-    if (input.finalize && !rolloutInFlight) return { outcome: 'deleting', uid, finalized: await finalizeApplication(deps, { namespace: input.namespace, name: input.name, uid }) };
+    if (input.finalize && !rolloutInFlight) {
+      return { outcome: 'deleting', uid, finalized: await finalizeApplication(deps, { namespace: input.namespace, name: input.name, uid, ...(input.namespaceGoing ? { namespaceGoing: true } : {}) }) };
+    }
     // Say so while a running canary is compensated and the children go (a namespace being deleted waits on this).
     await writeStatus(deps, raw, input, { deployment: null, service: null }, null, raw.status?.observedGeneration);
     return { outcome: 'deleting', uid };
@@ -356,7 +358,8 @@ async function writeStatus(
  * Deletes the children this Application may have ("not found" is done), then releases our finalizer. Which may
  * exist is what its last pass recorded as applied (status.children), or every kind when it cannot tell: a rollout
  * ran (its canary, Services and routes are not recorded) or status records nothing (an Application last reconciled
- * before status.children). Anything else it owns, the garbage collector takes by its owner reference.
+ * before status.children). Anything else it owns, the garbage collector takes by its owner reference. In a namespace
+ * being deleted it deletes nothing: the namespace controller does.
  */
 export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInput): Promise<FinalizeResult> {
   const { kube } = deps;
@@ -365,7 +368,9 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
   const raw = await read<RawApplication>(deps, ref);
   const recorded = raw?.status?.['canary'] ? undefined : raw?.status?.['children'] as AppliedChild[] | undefined;
   const removed: string[] = [];
-  for (const child of finalizeOrder) {
+  // In a namespace being deleted the namespace controller deletes every child (it began with their pods); deleting
+  // them too would only race it, one request each.
+  for (const child of input.namespaceGoing ? [] : finalizeOrder) {
     const target = childRef(child, ns, input.name);
     if (Array.isArray(recorded) && !recorded.some((c) => c.kind === target.kind && c.name === target.name)) continue;
     progress(describeRef(target));
@@ -382,7 +387,7 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
   await orForget(deps, ref, kube.mergePatch(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) },
   }));
-  return { removed, finalizerReleased: true };
+  return { removed, finalizerReleased: true, ...(input.namespaceGoing ? { leftToNamespace: true } : {}) };
 }
 
 /** The plan with where its notifications go: the spec's receivers and the operator's default. */

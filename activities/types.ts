@@ -27,6 +27,8 @@ export interface ReconcileInput {
    * of writing a Deleting status for the workflow's separate finalizing step. Ignored while status names a rollout in flight.
    */
   finalize?: boolean;
+  /** The watcher saw the Application's namespace being deleted: finalizing leaves the children to the namespace controller. */
+  namespaceGoing?: boolean;
 }
 
 export interface ReconcileResult {
@@ -55,11 +57,15 @@ export interface FinalizeInput {
   namespace: string;
   name: string;
   uid: string;
+  /** The namespace is being deleted: its controller deletes the children, so only the finalizer is released. */
+  namespaceGoing?: boolean;
 }
 
 export interface FinalizeResult {
   removed: string[];
   finalizerReleased: boolean;
+  /** The children were left to the namespace controller (the namespace is being deleted). */
+  leftToNamespace?: boolean;
 }
 
 /** The Application a canary activity works on. */

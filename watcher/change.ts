@@ -1,6 +1,6 @@
 // What a watch event means to an Application's workflow, as one pure function the watcher calls for every event.
 import type { AppliedChild } from '../api/application.ts';
-import { FINALIZER, KIND, Phase, RELEASE_KIND, isTerminal } from '../api/constants.ts';
+import { FIELD_MANAGER, FINALIZER, KIND, Phase, RELEASE_KIND, isTerminal } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
 import type { ChangeReason } from '../workflows/contract.ts';
 
@@ -18,6 +18,33 @@ export interface Observation {
   owner?: string;
   /** The object's resourceVersion at this event: what tells whether an object in hand is current (kube/recent.ts). */
   resourceVersion?: string;
+  /** Of a child: the newest write to it was the operator's own apply (ourWriteIsNewest): a change it made, not drift. */
+  ours?: boolean;
+}
+
+/** One entry of an object's metadata.managedFields, as much of it as tells who wrote last. */
+export interface ManagedFieldsEntry {
+  manager?: string;
+  time?: string;
+  subresource?: string;
+}
+
+/**
+ * Whether the newest write to an object was the operator's own (field manager FIELD_MANAGER), strictly after every
+ * other writer's: then a new generation is the echo of its own apply (a pass's, or a rollout moving its routes) and
+ * not drift. The API server dates each manager's entry when that manager changes the object, to the second; a tie
+ * counts as someone else's write, so a hand edit in the same second as an apply is still put back. Status writes
+ * (the status subresource) never move the generation and are left out.
+ */
+export function ourWriteIsNewest(entries: readonly ManagedFieldsEntry[] | undefined): boolean {
+  let ours: string | undefined;
+  let others: string | undefined;
+  for (const e of entries ?? []) {
+    if (e.subresource === 'status' || !e.time) continue;
+    if (e.manager === FIELD_MANAGER) ours = ours && ours > e.time ? ours : e.time;
+    else others = others && others > e.time ? others : e.time;
+  }
+  return ours !== undefined && (others === undefined || Date.parse(ours) > Date.parse(others));
 }
 
 export interface WatchEvent {
@@ -47,7 +74,8 @@ export function changeReason(before: Observation | undefined, after: Observation
   if (event.type === 'delete') return 'child';
   const deployment = statusMatters(after.kind);
   if (event.type === 'update' && before) {
-    if (after.generation !== before.generation) return 'child';
+    // A new generation is drift unless the operator's own apply made it (its echo needs no pass to put it back).
+    if (after.generation !== before.generation && !after.ours) return 'child';
     return deployment && after.status !== before.status ? 'child-status' : null;
   }
   // A relist (after a 410) can show a Deployment whose status moved while we were not watching; one we just created

@@ -19,7 +19,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
-import { changeReason, childLabel, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type Observation, type SettledRecord, type WatchEvent } from './change.ts';
+import { changeReason, childLabel, ourWriteIsNewest, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type WatchEvent } from './change.ts';
 import { Sweeper, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
@@ -54,6 +54,8 @@ interface Pending {
   object?: string;
   /** Every child an event of this burst said was edited or deleted (the signal's reason keeps only the strongest). */
   drifted?: Set<string>;
+  /** The Application's namespace is being deleted (a deletion signal says so: its children go with the namespace). */
+  namespaceGoing?: boolean;
   timer?: NodeJS.Timeout;
   attempts: number;
 }
@@ -76,7 +78,7 @@ export interface FailingSince {
 type Obj = KubeObject & {
   metadata: KubeObject['metadata'] & {
     annotations?: Record<string, string>; labels?: Record<string, string>; deletionTimestamp?: string; finalizers?: string[];
-    ownerReferences?: { apiVersion: string; kind: string; name: string }[];
+    ownerReferences?: { apiVersion: string; kind: string; name: string }[]; managedFields?: ManagedFieldsEntry[];
   };
   status?: unknown;
 };
@@ -96,6 +98,8 @@ export class Watcher {
   private readonly children = new Map<string, Observation>();
   /** namespace/name -> the problem of a stable pod that cannot run (podSignature); pods without one are not kept. */
   private readonly podProblems = new Map<string, string>();
+  /** Namespaces being deleted: the namespace controller deletes everything in them, so what it deletes is no drift. */
+  private readonly namespacesGoing = new Set<string>();
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
   private inFlight = 0;
@@ -161,8 +165,11 @@ export class Watcher {
       this.addInformer(`Pod${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: 'v1', kind: 'Pod', namespace: ns }),
         `${LABEL_MANAGED_BY}=${MANAGED_BY},${LABEL_VERSION}=${STABLE_VERSION}`, (type, obj) => this.onStablePod(type, obj));
     }
+    // Which namespaces are being deleted (metadata only: the deletionTimestamp is all it reads). Listed with the
+    // Applications, so that a namespace already going is known before its Applications' events.
+    this.addInformer('namespaces', collectionPath({ apiVersion: 'v1', kind: 'Namespace' }), undefined, (type, obj) => this.onNamespace(type, obj), true);
     // Applications (and Releases) first, so children events can be matched to a known Application.
-    const appInformers = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases'));
+    const appInformers = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases') || i.name === 'namespaces');
     await Promise.all(appInformers.map((i) => i.reflector.start()));
     this.initialSync = false;
     await Promise.all(this.informers.filter((i) => !appInformers.includes(i)).map((i) => i.reflector.start()));
@@ -296,12 +303,21 @@ export class Watcher {
     const settled = reason === 'resync' && this.startup ? settledRecord(obj as Parameters<typeof settledRecord>[0]) : null;
     if (settled) this.startup!.set(key, settled);
     // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
-    else if (reason) this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete' });
+    else if (reason) {
+      const namespaceGoing = reason === 'deleted' && this.namespacesGoing.has(obj.metadata.namespace ?? '');
+      this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete', ...(namespaceGoing ? { namespaceGoing } : {}) });
+    }
     // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
     const release = obj.metadata?.annotations?.[RELEASE_ANNOTATION];
     if (release && (type === 'delete' || now.status !== before?.status || now.generation !== before?.generation)) {
       this.enqueue(`release:${obj.metadata?.namespace ?? ''}/${release}`, 'child-status', `Application/${obj.metadata?.name ?? ''}`, { signalOnly: true });
     }
+  }
+
+  private onNamespace(type: WatchEvent['type'], obj: Obj): void {
+    const name = obj.metadata.name;
+    if (type !== 'delete' && obj.metadata.deletionTimestamp) this.namespacesGoing.add(name);
+    else this.namespacesGoing.delete(name);
   }
 
   private onRelease(type: WatchEvent['type'], obj: Obj): void {
@@ -332,9 +348,10 @@ export class Watcher {
     else this.children.set(childKey, now);
     // Only a whole object is worth keeping (the metadata-only watches bring no spec).
     if (statusMatters(kind) && type !== 'delete') this.opts.recent?.remember(obj);
-    // Children of an app being deleted (or already gone) are the finalizer's business.
+    // Children of an app being deleted (or already gone) are the finalizer's business, and those of a namespace being
+    // deleted the namespace controller's (it deletes pods and children before the Applications: no pass puts them back).
     const app = this.apps.get(appKey);
-    if (!app || app.deleting) return;
+    if (!app || app.deleting || this.namespacesGoing.has(obj.metadata.namespace)) return;
     // A settled Application's children, as first listed, are compared all at once when the start ends.
     if (type === 'add' && !before && this.startup?.has(appKey)) return;
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
@@ -351,7 +368,7 @@ export class Watcher {
     else this.podProblems.delete(podKey);
     const appKey = `${obj.metadata.namespace}/${app}`;
     const known = this.apps.get(appKey);
-    if (!known || known.deleting) return;
+    if (!known || known.deleting || this.namespacesGoing.has(obj.metadata.namespace)) return;
     const reason = podChangeReason(before, now);
     if (reason) this.enqueue(`app:${appKey}`, reason, `Pod/${obj.metadata.name}`);
   }
@@ -361,7 +378,7 @@ export class Watcher {
    * events within `coalesceMs` of the last signal become one more signal at the end of that window, the strongest
    * reason winning, so a burst costs at most two.
    */
-  private enqueue(key: string, reason: ChangeReason, object?: string, opts: { signalOnly?: boolean } = {}): void {
+  private enqueue(key: string, reason: ChangeReason, object?: string, opts: { signalOnly?: boolean; namespaceGoing?: boolean } = {}): void {
     if (this.stopped) return;
     // Signalled anyway: nothing left to check for it when the start ends.
     if (key.startsWith('app:')) this.startup?.delete(key.slice(4));
@@ -372,9 +389,12 @@ export class Watcher {
         if (object) p.object = object;
       }
       if (reason === 'child' && object) (p.drifted ??= new Set()).add(object);
+      if (opts.namespaceGoing) p.namespaceGoing = true;
       return;
     }
-    const entry: Pending = { reason, attempts: 0, ...(object ? { object } : {}), ...(reason === 'child' && object ? { drifted: new Set([object]) } : {}) };
+    const entry: Pending = {
+      reason, attempts: 0, ...(object ? { object } : {}), ...(reason === 'child' && object ? { drifted: new Set([object]) } : {}), ...(opts.namespaceGoing ? { namespaceGoing: true } : {}),
+    };
     this.pending.set(key, entry);
     const sinceLast = Date.now() - (this.lastSent.get(key) ?? 0);
     entry.timer = setTimeout(() => this.markReady(key, opts.signalOnly ?? false), Math.max(0, this.opts.coalesceMs - sinceLast));
@@ -408,7 +428,9 @@ export class Watcher {
     const [target, ref] = key.split(':') as ['app' | 'release', string];
     const [namespace, name] = ref.split('/') as [string, string];
     const workflowId = target === 'app' ? applicationWorkflowId(namespace, name) : releaseWorkflowId(namespace, name);
-    const signal: ChangeSignal = { reason: p.reason, ...(p.object ? { object: p.object } : {}), ...(p.drifted?.size ? { drifted: [...p.drifted] } : {}) };
+    const signal: ChangeSignal = {
+      reason: p.reason, ...(p.object ? { object: p.object } : {}), ...(p.drifted?.size ? { drifted: [...p.drifted] } : {}), ...(p.namespaceGoing ? { namespaceGoing: true } : {}),
+    };
     // Taken off the map before the call so events that arrive meanwhile queue a new signal.
     this.pending.delete(key);
     this.lastSent.set(key, Date.now());
@@ -474,6 +496,7 @@ export class Watcher {
       if (newer) {
         if (reasonStrength[p.reason] > reasonStrength[newer.reason]) newer.reason = p.reason;
         for (const o of p.drifted ?? []) (newer.drifted ??= new Set()).add(o);
+        if (p.namespaceGoing) newer.namespaceGoing = true;
         newer.attempts = attempts;
       } else {
         const again: Pending = { ...p, attempts };
@@ -507,6 +530,7 @@ function observe(kind: string, obj: Obj): Observation {
     kind, generation: meta.generation, deleting: Boolean(meta.deletionTimestamp),
     status: statusOf(kind, obj), finalizer: (meta.finalizers ?? []).includes(FINALIZER),
     ...(meta.resourceVersion ? { resourceVersion: meta.resourceVersion } : {}),
+    ...(kind !== KIND && kind !== RELEASE_KIND && ourWriteIsNewest(meta.managedFields) ? { ours: true } : {}),
   };
 }
 

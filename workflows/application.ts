@@ -135,6 +135,8 @@ class ApplicationEntity {
   /** Children a watch saw edited or deleted (reason child): the pass says which of them it put back. */
   private drifted: string[] = [];
   private readonly pendingDrift = new Set<string>();
+  /** The watcher said the Application's namespace is being deleted: finalizing leaves the children to it. */
+  private namespaceGoing = false;
   /** The trace of the signal the next pass answers, and the last pass's trace id (with tracing on). */
   private signalTrace: SpanContext | undefined;
   private lastTraceId: string | undefined;
@@ -155,10 +157,11 @@ class ApplicationEntity {
     if (c?.rollout) this.rollout = { ...c.rollout, outlivesRun: true };
   }
 
-  changed(reason: ChangeReason, object?: string, drifted: string[] = []): void {
+  changed(reason: ChangeReason, object?: string, drifted: string[] = [], namespaceGoing = false): void {
     // With tracing on, the next pass joins the trace of the signal that asked for it (the newest, when several did).
     this.signalTrace = activeSpanContext() ?? this.signalTrace;
     this.pending.add(reason);
+    if (namespaceGoing) this.namespaceGoing = true;
     if (object) this.pendingObjects.add(object);
     if (object && reason === 'child') this.pendingDrift.add(object);
     for (const o of drifted) this.pendingDrift.add(o);
@@ -255,7 +258,7 @@ class ApplicationEntity {
     const { namespace, name } = this.state;
     this.lastTraceId = traceId;
     try {
-      const why = [...this.reasons.map((r) => reasonWords[r]), ...this.objects].join(', ');
+      const why = [...this.reasons.map((r) => reasonWords[r]), ...this.objects, ...(this.namespaceGoing ? ['its namespace is being deleted'] : [])].join(', ');
       const summary = `${apply ? 'apply children' : 'read status'} (${why})${traceId ? ` · trace ${traceId}` : ''}`;
       // A fresh run does not know yet whether a rollout is in flight: the pass leaves the canary to one status names.
       const rolloutActive = this.rollout !== undefined ? true : this.rolloutKnown ? false : undefined;
@@ -263,7 +266,7 @@ class ApplicationEntity {
       const finalize = this.reasons.includes('deleted') && this.rollout === undefined && patched(inlineFinalizePatch);
       const result = await reconcilePass(summary, {
         namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
-        ...(finalize ? { finalize } : {}),
+        ...(finalize ? { finalize } : {}), ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
       });
       this.state.passes++;
       this.passesThisRun++;
@@ -369,9 +372,11 @@ class ApplicationEntity {
    */
   async finalize(uid: string, done?: FinalizeResult): Promise<boolean> {
     this.state.phase = 'Deleting';
-    this.publish('Deleting: removing children, then releasing the finalizer');
-    const fin = done ?? await finalizePass('remove the children and release the finalizer', { namespace: this.state.namespace, name: this.state.name, uid });
-    log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased });
+    this.publish(this.namespaceGoing ? 'Deleting with its namespace: releasing the finalizer (the namespace controller removes the children)' : 'Deleting: removing children, then releasing the finalizer');
+    const fin = done ?? await finalizePass(this.namespaceGoing ? 'release the finalizer (the namespace is being deleted: its controller removes the children)' : 'remove the children and release the finalizer', {
+      namespace: this.state.namespace, name: this.state.name, uid, ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
+    });
+    log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased, ...(fin.leftToNamespace ? { leftToNamespace: true } : {}) });
     return this.pending.size > 0;
   }
 
@@ -474,7 +479,7 @@ class ApplicationEntity {
  */
 export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
   const app = new ApplicationEntity(input);
-  setHandler(changedSignal, (s) => app.changed(s.reason, s.object, s.drifted));
+  setHandler(changedSignal, (s) => app.changed(s.reason, s.object, s.drifted, s.namespaceGoing));
   setHandler(rolloutEndedSignal, (e) => app.rolloutEnded(e));
   setHandler(stateQuery, () => app.query());
   for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));

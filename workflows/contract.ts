@@ -31,6 +31,11 @@ export interface ChangeSignal {
   object?: string;
   /** Kind/name of every child edited or deleted in the burst this signal stands for (its reason is the strongest one). */
   drifted?: string[];
+  /**
+   * With a deletion: the Application's namespace is being deleted, so the namespace controller deletes its children
+   * and the finalizer has only to be released.
+   */
+  namespaceGoing?: boolean;
 }
 
 /** Durations of the reconcile loop; inputs so tests can use seconds. */

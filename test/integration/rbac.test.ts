@@ -46,7 +46,7 @@ const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.s
 const stepNames = [
   'ready', 'leader', 'apps Running', 'event', 'pod reason', 'prune', 'delete',
   ...children.filter((c) => c.watched).map((c) => `drift ${c.kind}`),
-  'image', 'canary', 'promote', 'mirror', 'release', 'job check', 'notify', 'finalize',
+  'image', 'canary', 'promote', 'mirror', 'release', 'job check', 'notify', 'finalize', 'namespace deleted',
 ] as const;
 type Step = (typeof stepNames)[number];
 
@@ -54,6 +54,7 @@ type Step = (typeof stepNames)[number];
 const prerequisites = (s: Step): Step[] => {
   if (s === 'ready') return [];
   if (s === 'leader') return ['ready'];
+  if (s === 'namespace deleted') return ['ready', 'leader'];
   if (s === 'apps Running' || s === 'pod reason') return ['ready', 'leader'];
   if (s === 'promote' || s === 'finalize') return ['ready', 'leader', 'apps Running', 'canary'];
   if (s === 'mirror') return ['ready', 'leader', 'apps Running'];
@@ -101,12 +102,18 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // A notification's URL from a Secret (spec.notifications[].urlFrom), read at every send.
   'core/secrets': { get: ['notify'] },
   'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
+  // The watcher lists and watches namespaces: in one being deleted, finalizing leaves the children to the namespace
+  // controller (without them, the operator never hears that the namespace is going and deletes them itself; a
+  // standby is ready before it lists anything, so the leader's missing list shows in that step too).
+  'core/namespaces': { list: ['ready', 'namespace deleted'], watch: ['namespace deleted'] },
 };
 
 /** How long a step that should fail is given to succeed anyway; the run with every permission must finish it within this. */
 // 'pod reason' gets 20 s: a Deployment's pods to create and fail, yet well before the operator's timed re-check (30 s).
 // 'finalize' aborts and compensates full's rollout before its children go.
-const proofMs: Partial<Record<Step, number>> = { 'apps Running': 15_000, 'pod reason': 20_000, 'canary': 45_000, 'mirror': 45_000, 'release': 45_000, 'finalize': 30_000 };
+const proofMs: Partial<Record<Step, number>> = {
+  'apps Running': 15_000, 'pod reason': 20_000, 'canary': 45_000, 'mirror': 45_000, 'release': 45_000, 'finalize': 30_000, 'namespace deleted': 45_000,
+};
 const proofWindow = (s: Step) => proofMs[s] ?? 12_000;
 const PASS_MS = 60_000;
 
@@ -210,6 +217,8 @@ async function createRbac(ns: string, roleName: string, cluster: Rule[], leader:
 async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFailure: Step[] = [], storage = true): Promise<FlowResult> {
   const api = await admin();
   const ns = { name: `rbac-${randomBytes(3).toString('hex')}` };
+  // A second namespace of the run's, deleted whole by the 'namespace deleted' step.
+  const doomed = `${ns.name}-gone`;
   await api.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns.name } } });
   const roleName = `rbac-test-${ns.name}`;
   const identity = `${label.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}-${randomBytes(2).toString('hex')}`;
@@ -219,7 +228,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     await createRbac(ns.name, roleName, cluster, leader);
     const saKubeconfig = await serviceAccountKubeconfig(ns.name);
     op = await startOperator({
-      namespaces: [ns.name], kubeconfig: saKubeconfig, waitReady: false,
+      namespaces: [ns.name, doomed], kubeconfig: saKubeconfig, waitReady: false,
       // The default re-check of a rolling-out Deployment (30 s): past a step's proof window, so only the pod watch can
       // say in time why a pod cannot start; within PASS_MS, so a run without the Deployment watch still gets its apps Running.
       extraArgs: ['--log-level=info', '--progress-recheck-seconds=30', '--leader-elect', `--lease-namespace=${ns.name}`, `--lease-name=${LEASE}`, '--lease-duration-seconds=4', '--lease-renew-deadline-seconds=3', '--lease-retry-period-seconds=1'],
@@ -364,6 +373,17 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         await api.delete(appRef(n, 'full'));
         await until('full deleted', async () => (await getApp(n, 'full')) === null, t);
       },
+      // Deleting a namespace: the operator releases the finalizer and leaves the children to the namespace controller.
+      'namespace deleted': async (t) => {
+        await api.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: doomed } } });
+        await applyAsUser(appManifest(doomed, 'gone', { image: 'nginx:1.25' }));
+        await until('gone Running', async () => (await getApp(doomed, 'gone'))?.status?.phase === 'Running', t);
+        await api.request('DELETE', `/api/v1/namespaces/${doomed}`);
+        await until('the namespace gone, its Application finalized with the children left to the namespace controller', async () => {
+          const left = (await o.logs()).split('\n').some((l) => l.includes('"msg":"finalized"') && l.includes(`application/${doomed}/gone`) && l.includes('"leftToNamespace":true'));
+          return left && (await api.request('GET', `/api/v1/namespaces/${doomed}`, { allowNotFound: true })) === null;
+        }, t);
+      },
     };
     const wanted = new Set(expectFailure.length ? expectFailure.flatMap((s) => [...prerequisites(s), s]) : stepNames);
     for (const step of stepNames.filter((s) => wanted.has(s))) {
@@ -392,6 +412,8 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
     if (op) await terminateWorkflows(op.taskQueue);
     // Nothing will release the finalizers now; without this the namespace could never go away.
     for (const app of ['full', 'plain', 'stuck', 'routed']) await api.mergePatch(appRef(ns.name, app), { metadata: { finalizers: null } }).catch(() => null);
+    await api.mergePatch(appRef(doomed, 'gone'), { metadata: { finalizers: null } }).catch(() => null);
+    await api.request('DELETE', `/api/v1/namespaces/${doomed}`, { allowNotFound: true }).catch(() => null);
     for (const plural of ['clusterrolebindings', 'clusterroles']) await api.request('DELETE', rbacPath(plural, roleName), { allowNotFound: true }).catch(() => null);
     await api.request('DELETE', `/api/v1/namespaces/${ns.name}`, { allowNotFound: true }).catch(() => null);
   }

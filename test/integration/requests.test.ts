@@ -7,7 +7,7 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { appManifest, getObject, kube, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, getObject, kube, temporalClient, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -53,6 +53,20 @@ describe('requests per create', () => {
     assert.ok(requests <= names.length * 7 + 1, `at most 7 requests per create: ${requests} for ${names.length} (${all})`);
   });
 
+  it('a spec change is applied once: the operator\'s own applies are no drift to put back', async () => {
+    const before = await settledCounts();
+    await kube(['-n', s.ns, 'patch', 'application', 'a', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.27' } })]);
+    await eventually('the new image rolled out', async () => ((await getObject('apps/v1', 'Deployment', s.ns, 'a'))?.spec?.template?.spec?.containers?.[0]?.image === 'nginx:1.27' ? true : undefined));
+    await waitForPhase(s.ns, 'a', 'Running');
+    const after = await settledCounts();
+    const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+    const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+    // Without telling its own writes from drift, the new generation of the Deployment woke a second pass, which
+    // applied every child again.
+    assert.equal(made('APPLY apps/deployments'), 1, all);
+    assert.equal(made('APPLY services'), 1, all);
+  });
+
   it('deleting deletes what the Application recorded as applied, not every kind it could have', async () => {
     const names = ['a', 'b', 'c', 'd'];
     const before = await settledCounts();
@@ -68,6 +82,38 @@ describe('requests per create', () => {
     assert.equal(made('PATCH myapp.example.com/applications/status'), 0, all);
     assert.equal(made('PATCH myapp.example.com/applications'), names.length, `one finalizer release each (${all})`);
     for (const name of names) assert.equal(await getObject('apps/v1', 'Deployment', s.ns, name), null);
+  });
+
+  it('deleting a namespace: each finalizer is released without deleting what the namespace controller deletes anyway, and no pass puts anything back', async () => {
+    const file = join(dir, 'namespace.json');
+    const ns = await testNamespace('requests-gone');
+    const op = await startOperator({ namespaces: [ns.name], logName: 'namespace-gone', nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: file } });
+    try {
+      const names = ['a', 'b', 'c'];
+      for (const name of names) await apply(appManifest(ns.name, name, { image: 'nginx:1.25' }));
+      for (const name of names) await waitForPhase(ns.name, name, 'Running');
+      const before = await settledCounts(file);
+      await kube(['delete', 'namespace', ns.name, '--wait=true', '--timeout=120s']);
+      const after = await settledCounts(file);
+      const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+      const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+      // The namespace controller deletes pods, then Deployments and Services, then the Applications: none of it is
+      // drift to put back (no apply, no status write), and finalizing deletes nothing itself.
+      assert.equal(Object.keys(after).filter((k) => k.startsWith('DELETE ')).reduce((n, k) => n + made(k), 0), 0, all);
+      assert.equal(Object.keys(after).filter((k) => k.startsWith('APPLY ')).reduce((n, k) => n + made(k), 0), 0, all);
+      assert.equal(made('PATCH myapp.example.com/applications/status'), 0, all);
+      assert.equal(made('PATCH myapp.example.com/applications'), names.length, `one finalizer release each (${all})`);
+      const client = await temporalClient();
+      for (const name of names) {
+        const wf = await client.workflow.getHandle(`application/${ns.name}/${name}`).describe();
+        assert.equal(wf.status.name, 'COMPLETED', `${name}'s workflow`);
+      }
+      const finalized = (await op.logs()).split('\n').filter((l) => l.includes('"msg":"finalized"') && l.includes('"leftToNamespace":true'));
+      assert.equal(finalized.length, names.length, 'each finalized with its children left to the namespace controller');
+    } finally {
+      await op.stop();
+      await ns.cleanup();
+    }
   });
 
   it('a worker without a watcher in its process reads everything from the API server, and gets there all the same', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FINALIZER } from '../../api/constants.ts';
-import { changeReason, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
+import { changeReason, ourWriteIsNewest, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
 
 const app = (o: Partial<Observation> = {}): Observation => ({ kind: 'Application', generation: 1, deleting: false, status: '', finalizer: true, ...o });
 const child = (kind: string, o: Partial<Observation> = {}): Observation => ({ kind, generation: 1, deleting: false, status: '{"ready":1}', finalizer: false, ...o });
@@ -19,6 +19,9 @@ describe('changeReason', () => {
     { name: 'gone without our finalizer: deleted', before: app(), after: app({ finalizer: false }), event: ev('delete'), reason: 'deleted' },
     { name: 'a child deleted: drift', before: child('Service'), after: child('Service'), event: ev('delete'), reason: 'child' },
     { name: 'a child edited (generation): drift', before: child('Service'), after: child('Service', { generation: 2 }), event: ev('update'), reason: 'child' },
+    { name: 'a child changed by our own apply (generation, ours newest): nothing', before: child('VirtualService'), after: child('VirtualService', { generation: 2, ours: true }), event: ev('update'), reason: null },
+    { name: 'a Deployment changed by our own apply whose status moved too: child-status', before: child('Deployment'), after: child('Deployment', { generation: 2, ours: true, status: '{"ready":0}' }), event: ev('update'), reason: 'child-status' },
+    { name: 'a child of ours deleted: drift all the same', before: child('Service', { ours: true }), after: child('Service', { ours: true }), event: ev('delete'), reason: 'child' },
     { name: 'a Deployment status moved: child-status', before: child('Deployment'), after: child('Deployment', { status: '{"ready":2}' }), event: ev('update'), reason: 'child-status' },
     { name: "another kind's status: nothing", before: child('HorizontalPodAutoscaler'), after: child('HorizontalPodAutoscaler', { status: '{"x":2}' }), event: ev('update'), reason: null },
     { name: 'a Deployment unchanged: nothing', before: child('Deployment'), after: child('Deployment'), event: ev('update'), reason: null },
@@ -94,4 +97,18 @@ describe('startupDrift: what changed while no watcher watched', () => {
   for (const [name, now, deployment, why] of drifts) {
     test(`changed: ${name}`, () => assert.match(startupDrift(record, now, watched, deployment) ?? '', why));
   }
+});
+
+describe('ourWriteIsNewest', () => {
+  const e = (manager: string, time: string, subresource?: string) => ({ manager, time, ...(subresource ? { subresource } : {}) });
+  test('our apply after every other writer: ours', () => assert.equal(ourWriteIsNewest([e('kubectl-edit', '2026-12-03T10:00:00Z'), e('application-operator', '2026-12-03T10:00:05Z')]), true));
+  test('a hand edit after our apply: not ours', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:00Z'), e('kubectl-edit', '2026-12-03T10:00:05Z')]), false));
+  test('the same second: not ours (a hand edit is put back rather than missed)', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:05Z'), e('kubectl-patch', '2026-12-03T10:00:05Z')]), false));
+  test('status writes are left out', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:00Z'), e('kube-controller-manager', '2026-12-03T10:00:09Z', 'status')]), true));
+  test('a scale by another (the HPA) counts', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:00Z'), e('kube-controller-manager', '2026-12-03T10:00:09Z', 'scale')]), false));
+  test('no entry of ours, or none at all: not ours', () => {
+    assert.equal(ourWriteIsNewest([e('kubectl-client-side-apply', '2026-12-03T10:00:00Z')]), false);
+    assert.equal(ourWriteIsNewest(undefined), false);
+    assert.equal(ourWriteIsNewest([]), false);
+  });
 });

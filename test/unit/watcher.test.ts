@@ -67,7 +67,7 @@ describe('Watcher coalescing', () => {
     const api = await fakeApiServer((_req, res, url) => {
       res.setHeader('Content-Type', 'application/json');
       // Discovery (/api/v1, /apis/apps/v1...): only Services and Deployments are served, so only they are watched.
-      if (!url.pathname.includes('/namespaces/')) {
+      if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
         res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
         return;
       }
@@ -110,6 +110,68 @@ describe('Watcher coalescing', () => {
       const burst = signals.at(-1)!;
       assert.equal(burst.reason, 'spec', 'the strongest reason');
       assert.deepEqual(burst.drifted?.sort(), ['Deployment/shop', 'Service/shop'], 'and every child the burst saw changed');
+    } finally {
+      await watcher.stop();
+      await api.close();
+    }
+  });
+
+  test('in a namespace being deleted, children going are no drift, and the deletion signal says the namespace goes', async () => {
+    const watches = new Map<string, ServerResponse>();
+    const namespace = (deleting: boolean, rv: number) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', resourceVersion: String(rv), ...(deleting ? { deletionTimestamp: '2026-12-03T00:00:00Z' } : {}) } });
+    const api = await fakeApiServer((_req, res, url) => {
+      res.setHeader('Content-Type', 'application/json');
+      if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
+        res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
+        return;
+      }
+      if (url.searchParams.get('watch') !== '1') {
+        const items = url.pathname.endsWith('/applications') ? [{ ...app(1, 1), metadata: { ...app(1, 1).metadata, finalizers: ['myapp.example.com/finalizer'] } }]
+          : url.pathname === '/api/v1/namespaces' ? [namespace(false, 1)] : [];
+        res.end(JSON.stringify({ items, metadata: { resourceVersion: '1' } }));
+        return;
+      }
+      res.writeHead(200);
+      watches.set(url.pathname, res);
+    });
+    const signals: ChangeSignal[] = [];
+    const record = (s: ChangeSignal) => {
+      signals.push(s);
+      return Promise.resolve();
+    };
+    const temporal = {
+      workflow: {
+        signalWithStart: (_type: string, o: { signalArgs: [ChangeSignal] }) => record(o.signalArgs[0]),
+        getHandle: () => ({ signal: (_s: unknown, arg: ChangeSignal) => record(arg) }),
+      },
+    } as unknown as Client;
+    const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: 200, log: createLogger('silent') });
+    const owned = { ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: 'shop', uid: 'u1', controller: true }] };
+    const child = (apiVersion: string, kind: string, rv: number) => ({ apiVersion, kind, metadata: { name: 'shop', namespace: 'ns', generation: 1, resourceVersion: String(rv), uid: `${kind}-u`, ...owned } });
+    const send = (end: string, type: string, obj: unknown) => [...watches.entries()].find(([k]) => k.endsWith(end))![1].write(`${JSON.stringify({ type, object: obj })}\n`);
+    try {
+      await watcher.start();
+      await eventually('watching', () => Promise.resolve(
+        ['/applications', '/services', '/deployments', '/v1/namespaces'].every((end) => [...watches.keys()].some((k) => k.endsWith(end))) ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      await eventually('the start\'s resync', () => Promise.resolve(signals.length === 1 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      send('/services', 'ADDED', child('v1', 'Service', 2));
+      await new Promise((r) => setTimeout(r, 300));
+      // Before the namespace goes, a deleted Service is drift.
+      send('/services', 'DELETED', child('v1', 'Service', 3));
+      await eventually('the drift signalled', () => Promise.resolve(signals.length === 2 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.equal(signals[1]!.reason, 'child');
+      await new Promise((r) => setTimeout(r, 300));
+      // The namespace is deleted: its controller deletes the children first, then the Application.
+      send('/v1/namespaces', 'MODIFIED', namespace(true, 4));
+      send('/services', 'ADDED', child('v1', 'Service', 5));
+      send('/services', 'DELETED', child('v1', 'Service', 6));
+      send('/deployments', 'ADDED', child('apps/v1', 'Deployment', 7));
+      send('/deployments', 'DELETED', child('apps/v1', 'Deployment', 8));
+      const deleting = { ...app(1, 9), metadata: { ...app(1, 9).metadata, finalizers: ['myapp.example.com/finalizer'], deletionTimestamp: '2026-12-03T00:00:01Z' } };
+      send('/applications', 'MODIFIED', deleting);
+      await eventually('the deletion signalled', () => Promise.resolve(signals.length >= 3 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      await new Promise((r) => setTimeout(r, 500));
+      assert.deepEqual(signals.slice(2), [{ reason: 'deleted', namespaceGoing: true }], 'one signal: the deletion, saying the namespace goes');
     } finally {
       await watcher.stop();
       await api.close();
