@@ -136,8 +136,9 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       event = recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.DriftRepaired, message: `put back what was changed outside the Application: ${what}` });
       deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId }).warn({ repaired }, 'put back children changed outside the Application');
     }
-    // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create).
-    for (const ref of firstPass ? [] : absent) {
+    // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create), and a later one
+    // reads back only what may exist: what the last pass recorded, or everything after a rollout (mayExist).
+    for (const ref of firstPass ? [] : absent.filter(mayExist(raw))) {
       // Only what this Application controls: a same-named object someone else made is left alone.
       const existing = await kube.get<KubeObject & { metadata: { ownerReferences?: { uid: string; controller?: boolean }[] } }>(ref);
       if (!existing?.metadata.ownerReferences?.some((o) => o.uid === uid && o.controller)) continue;
@@ -355,24 +356,32 @@ async function writeStatus(
 }
 
 /**
- * Deletes the children this Application may have ("not found" is done), then releases our finalizer. Which may
- * exist is what its last pass recorded as applied (status.children), or every kind when it cannot tell: a rollout
- * ran (its canary, Services and routes are not recorded) or status records nothing (an Application last reconciled
- * before status.children). Anything else it owns, the garbage collector takes by its owner reference. In a namespace
- * being deleted it deletes nothing: the namespace controller does.
+ * Whether a child of this Application may exist: one its last pass recorded as applied (status.children), or any
+ * when status cannot tell: a rollout ran (its canary, Services and routes are not recorded), or nothing is recorded
+ * (an Application last reconciled before status.children).
+ */
+function mayExist(raw: RawApplication | null | undefined): (ref: { kind: string; name: string }) => boolean {
+  const recorded = raw?.status?.['canary'] ? undefined : raw?.status?.['children'] as AppliedChild[] | undefined;
+  return (ref) => !Array.isArray(recorded) || recorded.some((c) => c.kind === ref.kind && c.name === ref.name);
+}
+
+/**
+ * Deletes the children this Application may have (mayExist; "not found" is done), then releases our finalizer.
+ * Anything else it owns, the garbage collector takes by its owner reference. In a namespace being deleted it
+ * deletes nothing: the namespace controller does.
  */
 export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInput): Promise<FinalizeResult> {
   const { kube } = deps;
   const ns = input.namespace;
   const ref = appRef(ns, input.name);
   const raw = await read<RawApplication>(deps, ref);
-  const recorded = raw?.status?.['canary'] ? undefined : raw?.status?.['children'] as AppliedChild[] | undefined;
+  const exists = mayExist(raw);
   const removed: string[] = [];
   // In a namespace being deleted the namespace controller deletes every child (it began with their pods); deleting
   // them too would only race it, one request each.
   for (const child of input.namespaceGoing ? [] : finalizeOrder) {
     const target = childRef(child, ns, input.name);
-    if (Array.isArray(recorded) && !recorded.some((c) => c.kind === target.kind && c.name === target.name)) continue;
+    if (!exists(target)) continue;
     progress(describeRef(target));
     try {
       if (await kube.delete(target)) removed.push(describeRef(target));

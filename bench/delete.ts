@@ -12,7 +12,7 @@ import { phase, progress } from './util.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** How long the running workflows may take to reach 0 after the namespace is gone (they end after the last finalizer). */
-const SETTLE_MS = 30_000;
+const SETTLE_MS = 120_000;
 
 export interface DeleteResult {
   apps: number;

@@ -84,8 +84,9 @@ type Obj = KubeObject & {
 };
 
 /**
- * Translates Kubernetes events into workflow messages and nothing else: one signal-with-start per Application
- * per burst of events. Each collection is listed and watched by a Reflector, which resumes from its last
+ * Translates Kubernetes events into workflow messages: one signal-with-start per Application per burst of events.
+ * Its one write: the finalizer of an Application deleted with its namespace and no rollout in flight, which has
+ * nothing left to do (releaseWithNamespace). Each collection is listed and watched by a Reflector, which resumes from its last
  * resourceVersion after an error (and relists when that expired), so no event is lost across a restart.
  */
 export class Watcher {
@@ -100,6 +101,9 @@ export class Watcher {
   private readonly podProblems = new Map<string, string>();
   /** Namespaces being deleted: the namespace controller deletes everything in them, so what it deletes is no drift. */
   private readonly namespacesGoing = new Set<string>();
+  /** Applications deleted with their namespace whose finalizer the watcher releases (releaseWithNamespace), by key. */
+  private readonly releasing = new Map<string, Obj>();
+  private releasesInFlight = 0;
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
   private inFlight = 0;
@@ -305,12 +309,44 @@ export class Watcher {
     // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
     else if (reason) {
       const namespaceGoing = reason === 'deleted' && this.namespacesGoing.has(obj.metadata.namespace ?? '');
+      if (namespaceGoing && type !== 'delete' && now.finalizer && !rolloutInFlight(obj)) this.releaseWithNamespace(key, obj);
       this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete', ...(namespaceGoing ? { namespaceGoing } : {}) });
     }
     // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
     const release = obj.metadata?.annotations?.[RELEASE_ANNOTATION];
     if (release && (type === 'delete' || now.status !== before?.status || now.generation !== before?.generation)) {
       this.enqueue(`release:${obj.metadata?.namespace ?? ''}/${release}`, 'child-status', `Application/${obj.metadata?.name ?? ''}`, { signalOnly: true });
+    }
+  }
+
+  /**
+   * Releases the finalizer of an Application deleted with its namespace when no rollout is in flight: there is
+   * nothing for the finalizer to do (the namespace controller deletes its children), and a namespace of thousands
+   * would otherwise wait for a workflow task per Application. The only write the watcher makes. Its workflow is
+   * signalled all the same: its pass finds the Application gone and ends, saying so. A release that fails (the
+   * Application changed meanwhile: a 409) is left to the workflow, which finalizes as it always does.
+   */
+  private releaseWithNamespace(key: string, obj: Obj): void {
+    this.releasing.set(key, obj);
+    this.pumpReleases();
+  }
+
+  private pumpReleases(): void {
+    while (this.releasesInFlight < this.opts.maxInFlight && this.releasing.size > 0 && !this.stopped) {
+      const [key, obj] = this.releasing.entries().next().value as [string, Obj];
+      this.releasing.delete(key);
+      this.releasesInFlight++;
+      const ref = { apiVersion: API_VERSION, kind: KIND, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
+      const log = this.opts.log.child({ namespace: ref.namespace, name: ref.name });
+      this.opts.kube.mergePatch(ref, { metadata: { resourceVersion: obj.metadata.resourceVersion, finalizers: (obj.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) } })
+        .then(
+          () => log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children'),
+          (err: unknown) => log.info({ err: errMessage(err) }, 'could not release the finalizer of an Application deleted with its namespace; its workflow will'),
+        )
+        .finally(() => {
+          this.releasesInFlight--;
+          this.pumpReleases();
+        });
     }
   }
 
@@ -522,6 +558,12 @@ export function unsyncedReport(informers: { name: string; synced: boolean; faili
   const latest = failing.reduce((a, b) => (b.at > a.at ? b : a));
   const attempts = failing.reduce((n, f) => n + f.attempts, 0);
   return `${listed}; failing since ${first.toISOString().replace(/\.\d+Z$/, 'Z')} (${attempts} failed attempts), last: ${latest.error}`;
+}
+
+/** Whether the Application's status says a rollout is in flight (its workflow must abort and compensate it first). */
+function rolloutInFlight(obj: Obj): boolean {
+  const phase = (obj.status as { canary?: { phase?: string } } | undefined)?.canary?.phase;
+  return Boolean(phase && !isTerminal(phase));
 }
 
 function observe(kind: string, obj: Obj): Observation {

@@ -137,6 +137,10 @@ class ApplicationEntity {
   private readonly pendingDrift = new Set<string>();
   /** The watcher said the Application's namespace is being deleted: finalizing leaves the children to it. */
   private namespaceGoing = false;
+
+  get withNamespace(): boolean {
+    return this.namespaceGoing;
+  }
   /** The trace of the signal the next pass answers, and the last pass's trace id (with tracing on). */
   private signalTrace: SpanContext | undefined;
   private lastTraceId: string | undefined;
@@ -496,7 +500,9 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
     if (result.outcome !== 'reconciled') {
       await app.stopRollout();
       if (result.outcome === 'gone') {
-        app.publish('Application no longer exists');
+        app.publish(app.withNamespace
+          ? 'Application deleted with its namespace: the watcher released its finalizer (no rollout to compensate; the namespace controller deletes the children)'
+          : 'Application no longer exists');
         return 'gone';
       }
       if (await app.finalize(result.uid ?? '', result.finalized)) {

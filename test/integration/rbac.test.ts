@@ -102,9 +102,10 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // A notification's URL from a Secret (spec.notifications[].urlFrom), read at every send.
   'core/secrets': { get: ['notify'] },
   'coordination.k8s.io/leases': { get: ['leader'], create: ['leader'], update: ['leader'] },
-  // The watcher lists and watches namespaces: in one being deleted, finalizing leaves the children to the namespace
-  // controller (without them, the operator never hears that the namespace is going and deletes them itself; a
-  // standby is ready before it lists anything, so the leader's missing list shows in that step too).
+  // The watcher lists and watches namespaces: in one being deleted, it releases the finalizer of an Application with
+  // no rollout in flight at once (without them, the operator never hears that the namespace is going and finalizes
+  // through the workflow, deleting the children itself; a standby is ready before it lists anything, so the
+  // leader's missing list shows in that step too).
   'core/namespaces': { list: ['ready', 'namespace deleted'], watch: ['namespace deleted'] },
 };
 
@@ -379,9 +380,9 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         await applyAsUser(appManifest(doomed, 'gone', { image: 'nginx:1.25' }));
         await until('gone Running', async () => (await getApp(doomed, 'gone'))?.status?.phase === 'Running', t);
         await api.request('DELETE', `/api/v1/namespaces/${doomed}`);
-        await until('the namespace gone, its Application finalized with the children left to the namespace controller', async () => {
-          const left = (await o.logs()).split('\n').some((l) => l.includes('"msg":"finalized"') && l.includes(`application/${doomed}/gone`) && l.includes('"leftToNamespace":true'));
-          return left && (await api.request('GET', `/api/v1/namespaces/${doomed}`, { allowNotFound: true })) === null;
+        await until('the namespace gone, its Application\'s finalizer released by the watcher', async () => {
+          const released = (await o.logs()).split('\n').some((l) => l.includes('"msg":"released the finalizer: the namespace is being deleted') && l.includes(`"namespace":"${doomed}"`));
+          return released && (await api.request('GET', `/api/v1/namespaces/${doomed}`, { allowNotFound: true })) === null;
         }, t);
       },
     };

@@ -116,11 +116,21 @@ describe('Watcher coalescing', () => {
     }
   });
 
-  test('in a namespace being deleted, children going are no drift, and the deletion signal says the namespace goes', async () => {
+  test('in a namespace being deleted, children going are no drift, the watcher releases the finalizer, and the deletion signal says the namespace goes', async () => {
     const watches = new Map<string, ServerResponse>();
+    const patches: { path: string; body: unknown }[] = [];
     const namespace = (deleting: boolean, rv: number) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', resourceVersion: String(rv), ...(deleting ? { deletionTimestamp: '2026-12-03T00:00:00Z' } : {}) } });
-    const api = await fakeApiServer((_req, res, url) => {
+    const api = await fakeApiServer((req, res, url) => {
       res.setHeader('Content-Type', 'application/json');
+      if (req.method === 'PATCH') {
+        let body = '';
+        req.on('data', (c: Buffer) => { body += c.toString(); });
+        req.on('end', () => {
+          patches.push({ path: url.pathname, body: JSON.parse(body) as unknown });
+          res.end(JSON.stringify(app(1, 10)));
+        });
+        return;
+      }
       if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
         res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
         return;
@@ -172,6 +182,20 @@ describe('Watcher coalescing', () => {
       await eventually('the deletion signalled', () => Promise.resolve(signals.length >= 3 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
       await new Promise((r) => setTimeout(r, 500));
       assert.deepEqual(signals.slice(2), [{ reason: 'deleted', namespaceGoing: true }], 'one signal: the deletion, saying the namespace goes');
+      // No rollout in flight: the finalizer is released at once, on the version the watch delivered.
+      assert.deepEqual(patches, [{ path: '/apis/myapp.example.com/v1/namespaces/ns/applications/shop', body: { metadata: { resourceVersion: '9', finalizers: [] } } }]);
+      // With a rollout in flight, the workflow aborts and compensates it first: the watcher leaves the finalizer alone.
+      const canary = (rv: number, deletionTimestamp?: string) => ({
+        apiVersion: API_VERSION, kind: KIND, status: { canary: { phase: 'Progressing' } },
+        metadata: { name: 'cart', namespace: 'ns', generation: 1, resourceVersion: String(rv), uid: 'u2', finalizers: ['myapp.example.com/finalizer'], ...(deletionTimestamp ? { deletionTimestamp } : {}) },
+      });
+      send('/applications', 'ADDED', canary(11));
+      await eventually('cart signalled', () => Promise.resolve(signals.length === 4 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      send('/applications', 'MODIFIED', canary(12, '2026-12-03T00:00:02Z'));
+      await eventually('cart\'s deletion signalled', () => Promise.resolve(signals.length === 5 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.deepEqual(signals[4], { reason: 'deleted', namespaceGoing: true });
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(patches.length, 1, 'no release of cart\'s finalizer');
     } finally {
       await watcher.stop();
       await api.close();
