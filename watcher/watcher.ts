@@ -309,8 +309,10 @@ export class Watcher {
     // A deleted object has nothing to start: its workflow, if it still runs, only needs to hear about it.
     else if (reason) {
       const namespaceGoing = reason === 'deleted' && this.namespacesGoing.has(obj.metadata.namespace ?? '');
+      // Released here, the Application goes at once, and the workflow is signalled once that is done: the releases of
+      // a namespace's worth do not queue behind as many workflow tasks. A release that fails signals it all the same.
       if (namespaceGoing && type !== 'delete' && now.finalizer && !rolloutInFlight(obj)) this.releaseWithNamespace(key, obj);
-      this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete', ...(namespaceGoing ? { namespaceGoing } : {}) });
+      else this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete', ...(namespaceGoing ? { namespaceGoing } : {}) });
     }
     // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
     const release = obj.metadata?.annotations?.[RELEASE_ANNOTATION];
@@ -323,8 +325,9 @@ export class Watcher {
    * Releases the finalizer of an Application deleted with its namespace when no rollout is in flight: there is
    * nothing for the finalizer to do (the namespace controller deletes its children), and a namespace of thousands
    * would otherwise wait for a workflow task per Application. The only write the watcher makes. Its workflow is
-   * signalled all the same: its pass finds the Application gone and ends, saying so. A release that fails (the
-   * Application changed meanwhile: a 409) is left to the workflow, which finalizes as it always does.
+   * signalled once the release is done: its pass finds the Application gone and ends, saying so. A release that
+   * fails (the Application changed meanwhile: a 409) is left to the workflow, signalled all the same, which
+   * finalizes as it always does (and, told the namespace goes, leaves the children to it).
    */
   private releaseWithNamespace(key: string, obj: Obj): void {
     this.releasing.set(key, obj);
@@ -340,8 +343,14 @@ export class Watcher {
       const log = this.opts.log.child({ namespace: ref.namespace, name: ref.name });
       this.opts.kube.mergePatch(ref, { metadata: { resourceVersion: obj.metadata.resourceVersion, finalizers: (obj.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) } })
         .then(
-          () => log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children'),
-          (err: unknown) => log.info({ err: errMessage(err) }, 'could not release the finalizer of an Application deleted with its namespace; its workflow will'),
+          () => {
+            log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children');
+            this.enqueue(`app:${key}`, 'deleted', undefined, { signalOnly: true, namespaceGoing: true });
+          },
+          (err: unknown) => {
+            log.info({ err: errMessage(err) }, 'could not release the finalizer of an Application deleted with its namespace; its workflow will');
+            this.enqueue(`app:${key}`, 'deleted', undefined, { namespaceGoing: true });
+          },
         )
         .finally(() => {
           this.releasesInFlight--;
