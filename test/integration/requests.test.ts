@@ -66,7 +66,8 @@ describe('requests per create', () => {
     assert.equal(made('APPLY apps/deployments'), 1, all);
     assert.equal(made('APPLY services'), 1, all);
     // Nothing to prune: status.children says no other child was ever applied, so no kind is read back to find out.
-    const reads = Object.keys(after).filter((k) => k.startsWith('GET ') && made(k) > 0);
+    // (The Application itself is read when the watch's copy is behind the pass, as on a loaded machine.)
+    const reads = Object.keys(after).filter((k) => k.startsWith('GET ') && !k.startsWith('GET myapp.example.com/') && made(k) > 0);
     assert.deepEqual(reads, [], all);
   });
 
