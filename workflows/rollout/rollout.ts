@@ -50,8 +50,6 @@ const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', ret
 // A step that may move traffic at once writes no "waiting for ready canary replicas" status first. Histories from
 // before wrote it always.
 const quietReadyStepPatch = 'no-wait-status-when-ready';
-// A gate check that passes right after a promote or abort was accepted leaves the message alone (see actingOnRequest).
-const requestMessagePatch = 'no-steady-status-on-request';
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -648,18 +646,10 @@ export class Rollout {
       this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
-    } else if (g.clean && this.m.steady && this.state.message !== this.m.steady && !this.actingOnRequest()) {
+    } else if (g.clean && this.m.steady && this.state.message !== this.m.steady) {
       // All is as it should be again: the message says what the rollout does, not what it repaired a while ago.
       await this.publish(this.state.phase, this.m.steady);
     }
-  }
-
-  /**
-   * A promote or an abort was accepted and is acted on next: the message says so ("promote requested"), and status is
-   * written by what it does next, not put back to the step's message first. Histories from before wrote it back.
-   */
-  private actingOnRequest(): boolean {
-    return (this.m.promoteRequest !== undefined || this.m.abortRequest !== undefined) && patched(requestMessagePatch);
   }
 
   private throwIfInterrupted(pausing: boolean): void {
