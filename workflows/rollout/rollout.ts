@@ -3,7 +3,7 @@
 // pure functions of decide.ts; the cluster is reached only through activities. Everything it knows is one
 // serializable object (RolloutCarry), so that it can continue as new at any wait and be taken up exactly there.
 import {
-  CancellationScope, continueAsNew, getExternalWorkflowHandle, isCancellation, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
+  CancellationScope, continueAsNew, getExternalWorkflowHandle, isCancellation, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
@@ -47,9 +47,6 @@ const checks = proxyLocalActivities<Activities>({
 
 // One attempt, for status written while something else is failing.
 const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
-// A step that may move traffic at once writes no "waiting for ready canary replicas" status first. Histories from
-// before wrote it always.
-const quietReadyStepPatch = 'no-wait-status-when-ready';
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -314,12 +311,9 @@ export class Rollout {
     const next = withStep(this.m.target, step);
     if (reachesCanary(next)) {
       const up = step.kind === 'weight' && step.weight > this.m.route.weight && this.needsAnalysis();
+      await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)${up ? ' and a passing analysis at the current weight' : ''}`);
       // A promote goes now: it does not wait for the step's gate (or analysis) first.
-      const go = () => this.promoteRequested || (this.gateOk() && (!up || this.state.analysis?.passed === true));
-      // Status says what the step waits for only when it has to wait: a step that may go at once (the gate passed
-      // during the pause before it) makes one status write, not two.
-      if (!go() || !patched(quietReadyStepPatch)) await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)${up ? ' and a passing analysis at the current weight' : ''}`);
-      await this.watch({ done: go });
+      await this.watch({ done: () => this.promoteRequested || (this.gateOk() && (!up || this.state.analysis?.passed === true)) });
       if (this.promoteRequested) return;
     }
     // The target moves only now: until the step may go, a gate check keeps traffic where it is.
