@@ -48,12 +48,14 @@ describe('LeaderElector', () => {
     assert.equal(held!.spec.holderIdentity, 'a');
     assert.equal(held!.spec.leaseDurationSeconds, 3);
 
-    const stoppedAt = Date.now();
     await a.elector.stop();
     assert.deepEqual(a.events, ['started', 'stopped']);
+    // Released, not left to expire: once stop() returns the Lease names no holder (or b, already), so b may take it
+    // at its next try instead of a lease duration later. (Asserted on the Lease, not on the clock: a loaded machine
+    // delays b's next try, not the release: a loaded CI run took longer than 2.6 s here.)
+    const released = await lease('pair');
+    assert.ok([undefined, '', 'b'].includes(released!.spec.holderIdentity as string | undefined), `holder after stop: ${String(released!.spec.holderIdentity)}`);
     await until('b leads', () => b.elector.leading, { timeoutMs: 10_000, intervalMs: 50 });
-    // Released, not expired: b took it within about a retry period, well inside the 3 s lease.
-    assert.ok(Date.now() - stoppedAt < 2_600, `took ${Date.now() - stoppedAt} ms`);
     const taken = await lease('pair');
     assert.equal(taken!.spec.holderIdentity, 'b');
     assert.equal(taken!.spec.leaseTransitions, 1, 'one change of holder');
