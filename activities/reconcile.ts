@@ -1,6 +1,6 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { parseApplication, type AppliedChild, type Application } from '../api/application.ts';
-import { API_VERSION, ConditionType, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, isTerminal, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
+import { API_VERSION, ConditionType, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, finalizerRelease, isTerminal, rolloutInFlight, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { childRef, finalizeOrder, kinds } from '../render/children.ts';
@@ -56,9 +56,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     // Without our finalizer there is nothing left for us to clean up: the garbage collector has the children.
     if (!(raw.metadata.finalizers ?? []).includes(FINALIZER)) return { outcome: 'gone' };
     // Nothing to compensate: the children go and the finalizer is released now, with no status on the way out.
-    const rolloutPhase = (raw.status?.['canary'] as CanaryStatusLike | undefined)?.phase;
-    const rolloutInFlight = Boolean(rolloutPhase && !isTerminal(rolloutPhase));
-    if (input.finalize && !rolloutInFlight) {
+    if (input.finalize && !rolloutInFlight(raw.status)) {
       return { outcome: 'deleting', uid, finalized: await finalizeApplication(deps, { namespace: input.namespace, name: input.name, uid, ...(input.namespaceGoing ? { namespaceGoing: true } : {}) }) };
     }
     // Say so while a running canary is compensated and the children go (a namespace being deleted waits on this).
@@ -393,9 +391,7 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
   if (!raw || raw.metadata.uid !== input.uid || !(raw.metadata.finalizers ?? []).includes(FINALIZER)) {
     return { removed, finalizerReleased: false };
   }
-  await orForget(deps, ref, kube.mergePatch(ref, {
-    metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) },
-  }));
+  await orForget(deps, ref, kube.mergePatch(ref, finalizerRelease(raw.metadata)));
   return { removed, finalizerReleased: true, ...(input.namespaceGoing ? { leftToNamespace: true } : {}) };
 }
 

@@ -3,7 +3,7 @@
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { imageAtVersion, parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, isTerminal } from '../api/constants.ts';
+import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, finalizerRelease, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
 import { KubeError, type Kube, type KubeObject } from '../kube/client.ts';
 import { ClusterNotRegistered, type MemberCluster } from '../kube/clusters.ts';
@@ -322,7 +322,7 @@ export async function finalizeRelease(deps: ActivityDeps, input: FinalizeRelease
   const ref = releaseRef(input.namespace, input.name);
   const raw = await deps.kube.get<RawObject>(ref);
   if (!raw || raw.metadata.uid !== input.uid || !(raw.metadata.finalizers ?? []).includes(FINALIZER)) return;
-  await deps.kube.mergePatch(ref, { metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: (raw.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) } });
+  await deps.kube.mergePatch(ref, finalizerRelease(raw.metadata));
 }
 
 function notFoundIsDone(err: unknown): void {

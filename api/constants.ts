@@ -108,6 +108,17 @@ export function isTerminal(phase: string | undefined): boolean {
   return phase !== undefined && terminalRolloutPhases.has(phase);
 }
 
+/** True when an Application's status names a rollout in flight: one its workflow aborts and compensates first. */
+export function rolloutInFlight(status: unknown): boolean {
+  const phase = (status as { canary?: { phase?: string } } | undefined)?.canary?.phase;
+  return Boolean(phase && !isTerminal(phase));
+}
+
+/** The merge patch that releases our finalizer, on the resourceVersion the object was read at (a 409 if it changed). */
+export function finalizerRelease(metadata: { resourceVersion?: string; finalizers?: string[] }): { metadata: { resourceVersion?: string; finalizers: string[] } } {
+  return { metadata: { resourceVersion: metadata.resourceVersion, finalizers: (metadata.finalizers ?? []).filter((f) => f !== FINALIZER) } };
+}
+
 // ---- Releases ----
 
 /** The annotation that says which Release an Application belongs to while the Release runs. */

@@ -1,6 +1,6 @@
 // What a watch event means to an Application's workflow, as one pure function the watcher calls for every event.
 import type { AppliedChild } from '../api/application.ts';
-import { FIELD_MANAGER, FINALIZER, KIND, Phase, RELEASE_KIND, isTerminal } from '../api/constants.ts';
+import { FIELD_MANAGER, FINALIZER, KIND, Phase, RELEASE_KIND, rolloutInFlight } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
 import type { ChangeReason } from '../workflows/contract.ts';
 
@@ -131,7 +131,7 @@ export function settledRecord(app: SettledView): SettledRecord | null {
   const s = app.status;
   if (!s || m.deletionTimestamp || !(m.finalizers ?? []).includes(FINALIZER)) return null;
   if (s.observedGeneration === undefined || s.observedGeneration !== m.generation || s.phase !== Phase.Running) return null;
-  if (s.canary?.phase && !isTerminal(s.canary.phase)) return null;
+  if (rolloutInFlight(s)) return null;
   if (!Array.isArray(s.children)) return null;
   return {
     children: s.children.map(childLabel).sort(),

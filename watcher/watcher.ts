@@ -1,7 +1,7 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { Client } from '@temporalio/client';
 import {
-  API_VERSION, FINALIZER, KIND, isTerminal, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, STABLE_VERSION, terminalReleasePhases,
+  API_VERSION, FINALIZER, KIND, finalizerRelease, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, rolloutInFlight, STABLE_VERSION, terminalReleasePhases,
 } from '../api/constants.ts';
 import type { Kube, KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
@@ -311,7 +311,7 @@ export class Watcher {
       const namespaceGoing = reason === 'deleted' && this.namespacesGoing.has(obj.metadata.namespace ?? '');
       // Released here, the Application goes at once, and the workflow is signalled once that is done: the releases of
       // a namespace's worth do not queue behind as many workflow tasks. A release that fails signals it all the same.
-      if (namespaceGoing && type !== 'delete' && now.finalizer && !rolloutInFlight(obj)) this.releaseWithNamespace(key, obj);
+      if (namespaceGoing && type !== 'delete' && now.finalizer && !rolloutInFlight(obj.status)) this.releaseWithNamespace(key, obj);
       else this.enqueue(`app:${key}`, reason, undefined, { signalOnly: type === 'delete', ...(namespaceGoing ? { namespaceGoing } : {}) });
     }
     // A Release follows the Applications it claimed: it hears when their rollouts move (or they go).
@@ -341,7 +341,7 @@ export class Watcher {
       this.releasesInFlight++;
       const ref = { apiVersion: API_VERSION, kind: KIND, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
       const log = this.opts.log.child({ namespace: ref.namespace, name: ref.name });
-      this.opts.kube.mergePatch(ref, { metadata: { resourceVersion: obj.metadata.resourceVersion, finalizers: (obj.metadata.finalizers ?? []).filter((f) => f !== FINALIZER) } })
+      this.opts.kube.mergePatch(ref, finalizerRelease(obj.metadata))
         .then(
           () => {
             log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children');
@@ -569,12 +569,6 @@ export function unsyncedReport(informers: { name: string; synced: boolean; faili
   return `${listed}; failing since ${first.toISOString().replace(/\.\d+Z$/, 'Z')} (${attempts} failed attempts), last: ${latest.error}`;
 }
 
-/** Whether the Application's status says a rollout is in flight (its workflow must abort and compensate it first). */
-function rolloutInFlight(obj: Obj): boolean {
-  const phase = (obj.status as { canary?: { phase?: string } } | undefined)?.canary?.phase;
-  return Boolean(phase && !isTerminal(phase));
-}
-
 function observe(kind: string, obj: Obj): Observation {
   const meta = obj.metadata ?? {};
   return {
@@ -621,8 +615,7 @@ function errMessage(err: unknown): string {
  */
 export function metricsView(obj: Obj): unknown {
   const status = (obj.status ?? {}) as { phase?: string; conditions?: { type: string; status: string; reason?: string }[]; canary?: { phase?: string } };
-  const canaryPhase = status.canary?.phase;
-  if (canaryPhase && !isTerminal(canaryPhase)) return obj;
+  if (rolloutInFlight(status)) return obj;
   return {
     metadata: { name: obj.metadata.name, namespace: obj.metadata.namespace },
     status: { phase: status.phase, conditions: status.conditions?.filter((c) => c.status === 'True').map((c) => ({ type: c.type, status: c.status, reason: c.reason })) },

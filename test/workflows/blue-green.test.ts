@@ -121,7 +121,7 @@ describe('blue-green rollout workflow', { concurrency: true }, () => {
   });
 
   it('the switch-back window continues as new with the rollout and keeps its end', async () => {
-    // About 48 events come before the window and each gate check in it adds 5: a window of 8 s leaves room for the
+    // About 50 events come before the window and each gate check in it adds 5: a window of 8 s leaves room for the
     // two or three checks that pass the limit however slowly a loaded machine runs them.
     const run = await tier.startRollout(blueGreen({ auto: 0, delay: 8000 }), {}, { maxHistoryEvents: 60 });
     const t0 = Date.now();
