@@ -174,6 +174,14 @@ async function allocatePorts(ports: UpOptions['ports']): Promise<StackPorts> {
   return out;
 }
 
+/**
+ * How the dev server keeps its SQLite file: in write-ahead-log mode, synced at checkpoints rather than at every
+ * commit (SQLite's defaults, a rollback journal created, synced and deleted per transaction, cost the server most of
+ * its CPU under load). Committed work survives the server being killed (only a power loss could lose the last
+ * transactions), which is what the stack and its restart tests need.
+ */
+export const TEMPORAL_SQLITE_FLAGS: readonly string[] = ['--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal'];
+
 function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackPorts, kubeconfig: string, headless: boolean): Record<ServerName, ServerSpec> {
   const logs = join(stateDir, 'logs');
   return {
@@ -184,7 +192,7 @@ function serverSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, ports: StackP
       args: [
         'server', 'start-dev', '--ip=127.0.0.1', `--port=${ports.temporal}`, '--ui-ip=127.0.0.1', `--ui-port=${ports.temporalUi}`,
         `--http-port=${ports.temporalHttp}`, `--metrics-port=${ports.temporalMetrics}`,
-        `--db-filename=${join(stateDir, 'temporal.db')}`, '--namespace=default', '--log-level=warn',
+        `--db-filename=${join(stateDir, 'temporal.db')}`, ...TEMPORAL_SQLITE_FLAGS, '--namespace=default', '--log-level=warn',
         ...searchAttributeFlags(),
         ...(headless ? ['--headless'] : []),
       ],

@@ -10,7 +10,7 @@ import { join, resolve } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { freePort } from '../lib/net.ts';
 import { eventually, StopPolling } from '../lib/poll.ts';
-import { withUiCodecEndpoint } from '../stack/stack.ts';
+import { TEMPORAL_SQLITE_FLAGS, withUiCodecEndpoint } from '../stack/stack.ts';
 import { artifactPaths } from '../stack/versions.ts';
 import { searchAttributeFlags } from '../workflows/search-attributes.ts';
 
@@ -102,7 +102,7 @@ export async function startTemporal(opts: { dynamicConfig?: Record<string, strin
   const dbFile = () => join(tmpdir(), `temporal-${process.pid}-${grpc}-${db}.db`);
   const args = () => [
     'server', 'start-dev', '--headless', '--ip=127.0.0.1', `--port=${grpc}`, `--http-port=${http}`, `--metrics-port=${metrics}`,
-    `--db-filename=${dbFile()}`, '--namespace=default', '--log-level=warn', ...searchAttributeFlags(),
+    `--db-filename=${dbFile()}`, ...TEMPORAL_SQLITE_FLAGS, '--namespace=default', '--log-level=warn', ...searchAttributeFlags(),
     ...Object.entries(opts.dynamicConfig ?? {}).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${v}`]),
   ];
   const ready = async () => {
