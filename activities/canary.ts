@@ -13,6 +13,7 @@ import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, Clo
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
+import { orForget, read } from './objects.ts';
 
 const appRef = (c: CanaryRef): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace: c.namespace, name: c.name });
 const named = (c: CanaryRef) => ({ metadata: { name: c.name } });
@@ -20,7 +21,7 @@ const childRef = (c: CanaryRef, k: { apiVersion: string; kind: string }, name = 
   ({ apiVersion: k.apiVersion, kind: k.kind, namespace: c.namespace, name });
 
 async function readApp(deps: ActivityDeps, c: CanaryRef): Promise<Application> {
-  const raw = await deps.kube.get(appRef(c));
+  const raw = await read(deps, appRef(c));
   if (!raw) throw ApplicationFailure.nonRetryable(`Application ${c.namespace}/${c.name} no longer exists`, FailureType.ApplicationGone);
   const parsed = parseApplication(raw);
   if (!parsed.ok) throw ApplicationFailure.nonRetryable(`Application ${c.namespace}/${c.name} is invalid: ${parsed.message}`, FailureType.InvalidSpec);
@@ -73,7 +74,7 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
  * routed to still exists. An Application that no longer parses is judged on its pods alone.
  */
 export async function observeCanary(deps: ActivityDeps, input: RouteInput): Promise<CanaryObservation> {
-  const [health, raw] = await Promise.all([canaryHealth(deps, input), deps.kube.get(appRef(input))]);
+  const [health, raw] = await Promise.all([canaryHealth(deps, input), read(deps, appRef(input))]);
   const parsed = raw ? parseApplication(raw) : null;
   if (!parsed?.ok) return { health, routed: null, asIntended: true, target: true };
   const app = withVersion(parsed.app, input.version);
@@ -86,6 +87,8 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
  * rollback: the verdict that names the problem is what is left of it).
  */
 async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
+  // The canary Deployment itself from the API server: its readiness is what the gate judges (and the one read that
+  // proves the operator's `get deployments` in the RBAC test; test/integration/rbac.test.ts).
   const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<ObservedPod>(
@@ -126,7 +129,7 @@ function describeRoute(r: CanaryRoute): string {
  * Undo of the whole canary: all traffic to stable through the Application's router (verified), what the router
  * added for the canary removed, the canary Deployment deleted. Routes that no longer exist route nothing and are
  * not re-created; in a namespace being deleted, nothing can be created and everything goes anyway, so there the
- * undo is done.
+ * undo is done. `routeOnly`: the traffic alone, the first half of a drained undo (the rollout waits, then calls again).
  */
 export async function removeCanary(deps: ActivityDeps, input: RemoveCanaryInput): Promise<void> {
   try {
@@ -134,8 +137,9 @@ export async function removeCanary(deps: ActivityDeps, input: RemoveCanaryInput)
     const parsed = raw ? parseApplication(raw) : null;
     if (parsed?.ok && (input.router ?? rolloutRouterOf(parsed.app.spec))) {
       const app = input.version ? withVersion(parsed.app, input.version) : parsed.app;
-      await routerFor(app, input.router).remove(deps, app);
+      await routerFor(app, input.router).remove(deps, app, { keepTarget: input.routeOnly === true });
     }
+    if (input.routeOnly) return;
     await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
   } catch (err) {
     if (err instanceof KubeError && err.namespaceTerminating) return;
@@ -152,7 +156,7 @@ export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promi
   let current = app;
   if (app.spec.image !== input.plan.image) {
     // resourceVersion makes this a compare-and-swap: a concurrent user edit gives a 409 and the activity retries on fresh state.
-    const patched = await deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: app.metadata.resourceVersion }, spec: { image: input.plan.image } });
+    const patched = await orForget(deps, appRef(input), deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: app.metadata.resourceVersion }, spec: { image: input.plan.image } }));
     const reparsed = parseApplication(patched);
     if (reparsed.ok) current = reparsed.app;
   }
@@ -192,20 +196,20 @@ export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Pr
  */
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
   const { pauseEndsAt, pausedBy, abortedBy, reason, routing, analysis, checks, ...rest } = input.status;
-  const raw = await deps.kube.get<{ metadata: { uid?: string; resourceVersion?: string }; status?: { observedGeneration?: number; conditions?: Condition[] } }>(appRef(input));
+  const raw = await read<KubeObject & { status?: { observedGeneration?: number; conditions?: Condition[] } }>(deps, appRef(input));
   // The Application is gone (deleted mid-rollout): nothing left to report on.
   if (!raw) return;
   const previous = raw.status?.conditions ?? [];
   const conditions = withTransitionTimes(withCanaryCondition(previous, input.status, raw.status?.observedGeneration), previous, new Date().toISOString());
   try {
     // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
-    await deps.kube.mergePatch(appRef(input), {
+    await orForget(deps, appRef(input), deps.kube.mergePatch(appRef(input), {
       metadata: { resourceVersion: raw.metadata.resourceVersion },
       status: {
         canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, pausedBy: pausedBy ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null, checks: checks ?? null },
         conditions,
       },
-    }, 'status');
+    }, 'status'));
   } catch (err) {
     if (err instanceof KubeError && err.status === 404) return;
     throw err;

@@ -3,7 +3,8 @@ import { parseApplication, type AppliedChild, type Application } from '../api/ap
 import { API_VERSION, ConditionType, FIELD_MANAGER, FINALIZER, FailureType, KIND, childName, finalizerRelease, isTerminal, rolloutInFlight, LABEL_NAME, LABEL_VERSION, Reason, STABLE_VERSION } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
-import { childRef, finalizeOrder, kinds } from '../render/children.ts';
+import type { RecentObjects } from '../kube/recent.ts';
+import { childKinds, childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
 import { degradedEvent, desiredStatus, needsPods, podIssue, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
 import { rolloutKey, rolloutPlan, rolloutSpecState, type RolloutSpecState } from '../reconcile/canary-plan.ts';
@@ -12,6 +13,7 @@ import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
+import { orForget, read } from './objects.ts';
 
 type RawApplication = KubeObject & {
   metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[] };
@@ -112,7 +114,6 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       for (const obj of apply) {
         progress(describeRef(obj));
         const answer = await kube.apply(obj, { fieldManager: FIELD_MANAGER, onCreated: () => created.push(obj) });
-        if (observedKinds.has(obj.kind)) deps.recent?.remember(answer);
         answered.set(describeRef(obj), answer);
         applied.push(describeRef(obj));
         const before = drifted.get(describeRef(obj));
@@ -134,9 +135,10 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       event = recordEvent(kube, { namespace: input.namespace, name: input.name, uid, type: 'Warning', reason: Reason.DriftRepaired, message: `put back what was changed outside the Application: ${what}` });
       deps.log?.child({ namespace: input.namespace, name: input.name, workflowId: input.workflowId }).warn({ repaired }, 'put back children changed outside the Application');
     }
-    // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create), and a later one
-    // reads back only what may exist: what the last pass recorded, or everything after a rollout (mayExist).
-    for (const ref of firstPass ? [] : absent.filter(mayExist(raw))) {
+    // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create) unless an earlier
+    // try of it applied something, and a later one reads back only what may exist: what the last pass recorded, or
+    // everything after a rollout, and what a try that could not record it applied (mayExist).
+    for (const ref of absent.filter(mayExist(raw, deps.recent, firstPass))) {
       // Only what this Application controls: a same-named object someone else made is left alone.
       const existing = await kube.get<KubeObject & { metadata: { ownerReferences?: { uid: string; controller?: boolean }[] } }>(ref);
       if (!existing?.metadata.ownerReferences?.some((o) => o.uid === uid && o.controller)) continue;
@@ -174,21 +176,6 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
   };
 }
 
-/** The kinds whose apply answers status is derived from (observe): kept in hand for the next pass. */
-const observedKinds: ReadonlySet<string> = new Set([kinds.deployment.kind, kinds.service.kind]);
-
-/**
- * An object as it is now: the one in hand when it is current (kube/recent.ts: what the watch last delivered, or an
- * answer the watch has since confirmed), else read from the API server.
- */
-async function read<T extends KubeObject>(deps: ActivityDeps, ref: ObjectRef): Promise<T | null> {
-  const kept = deps.recent?.current<T>(ref);
-  if (kept) return kept;
-  const got = await deps.kube.get<T>(ref);
-  if (got && deps.recent && (ref.kind === KIND || observedKinds.has(ref.kind))) deps.recent.remember(got);
-  return got;
-}
-
 /** Deletes the children a refused first apply had created (each by its uid, so nothing made since goes too). */
 async function takeBack(deps: ActivityDeps, created: KubeObject[], answered: ReadonlyMap<string, KubeObject>): Promise<string[]> {
   const removed: string[] = [];
@@ -199,16 +186,6 @@ async function takeBack(deps: ActivityDeps, created: KubeObject[], answered: Rea
     deps.recent?.forget(ref);
   }
   return removed;
-}
-
-/** A write on the Application that conflicted leaves nothing in hand of it: the retry reads it from the API server. */
-async function orForget<T>(deps: ActivityDeps, ref: ObjectRef, write: Promise<T>): Promise<T> {
-  try {
-    return await write;
-  } catch (err) {
-    if (err instanceof KubeError && err.status === 409) deps.recent?.forget(ref);
-    throw err;
-  }
 }
 
 /**
@@ -315,7 +292,6 @@ async function ensureFinalizer(deps: ActivityDeps, raw: RawApplication): Promise
   const patched = await orForget(deps, ref, deps.kube.mergePatch<RawApplication>(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion, finalizers: [...finalizers, FINALIZER] },
   }));
-  deps.recent?.remember(patched);
   if (patched) raw.metadata.resourceVersion = patched.metadata.resourceVersion;
 }
 
@@ -346,21 +322,25 @@ async function writeStatus(
   const stale = Object.fromEntries(Object.keys(current).filter((k) => !(k in next) && k !== 'lastUpdateTime').map((k) => [k, null]));
   // Compare-and-swap: the rollout writes status.canary and its condition too; a 409 retries the pass on fresh state.
   const ref = appRef(input.namespace, input.name);
-  const written = await orForget(deps, ref, deps.kube.mergePatch<KubeObject>(ref, {
+  await orForget(deps, ref, deps.kube.mergePatch<KubeObject>(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion }, status: { ...stale, ...next, conditions, lastUpdateTime: now },
   }, 'status'));
-  deps.recent?.remember(written);
   return { status: next, written: true };
 }
 
 /**
  * Whether a child of this Application may exist: one its last pass recorded as applied (status.children), or any
  * when status cannot tell: a rollout ran (its canary, Services and routes are not recorded), or nothing is recorded
- * (an Application last reconciled before status.children).
+ * (an Application last reconciled before status.children). A pass can also apply a child and fail before its status
+ * write records it (a conflict with the user's next change, a crash): what this process wrote or its watch sees
+ * counts too, and where nothing follows a watched kind (a worker without a watcher) a read tells, except on a first
+ * pass (`first`: nothing recorded yet), where only this process's own writes do.
  */
-function mayExist(raw: RawApplication | null | undefined): (ref: { kind: string; name: string }) => boolean {
+function mayExist(raw: RawApplication | null | undefined, recent: RecentObjects | undefined, first = false): (ref: ObjectRef) => boolean {
   const recorded = raw?.status?.['canary'] ? undefined : raw?.status?.['children'] as AppliedChild[] | undefined;
-  return (ref) => !Array.isArray(recorded) || recorded.some((c) => c.kind === ref.kind && c.name === ref.name);
+  if (!first && !Array.isArray(recorded)) return () => true;
+  return (ref) => (!first && recorded!.some((c) => c.kind === ref.kind && c.name === ref.name))
+    || (recent?.mayExist(ref) ?? (!first && childKinds.some((k) => k.watched && k.kind === ref.kind && k.apiVersion === ref.apiVersion)));
 }
 
 /**
@@ -373,7 +353,7 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
   const ns = input.namespace;
   const ref = appRef(ns, input.name);
   const raw = await read<RawApplication>(deps, ref);
-  const exists = mayExist(raw);
+  const exists = mayExist(raw, deps.recent);
   const removed: string[] = [];
   // In a namespace being deleted the namespace controller deletes every child (it began with their pods); deleting
   // them too would only race it, one request each.

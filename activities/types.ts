@@ -95,6 +95,8 @@ export interface RouteInput extends CanaryRef, RouterRef {
 /** removeCanary: the rollout's router and version (absent in rollouts started before they were passed: today's spec's). */
 export interface RemoveCanaryInput extends CanaryRef, RouterRef {
   version?: string;
+  /** Only route all traffic to stable: the canary's pods, and what routes to them, stay while proxies follow (a drain). */
+  routeOnly?: boolean;
 }
 
 export interface CanaryHealth {

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import {
   NOTIFICATION_EVENTS, type NotificationEvent,
-  API_VERSION, CHECK_PHASES, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
+  API_VERSION, CHECK_PHASES, DEFAULT_DRAIN_SECONDS, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
 } from './constants.ts';
 import { parseQuantity } from './quantity.ts';
 import {
@@ -394,6 +394,7 @@ const canarySchema = z
     healthGates: healthGatesSchema.prefault({}),
     analysis: analysisSchema.optional(),
     progressDeadline: duration('progressDeadline must be a duration of at least 1s such as 10m or 1h (units ms, s, m, h)', 1000).default('30m'),
+    drainSeconds: int(0, 600).default(DEFAULT_DRAIN_SECONDS),
   })
   .superRefine((c, ctx) => {
     if (c.enabled && c.canaryVersion === undefined) {

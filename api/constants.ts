@@ -335,3 +335,10 @@ export function stableServiceName(app: Named): string {
  */
 export const NOTIFICATION_EVENTS = ['started', 'step', 'paused', 'checkFailed', 'analysisFailed', 'promoted', 'aborted', 'rolledBack'] as const;
 export type NotificationEvent = (typeof NOTIFICATION_EVENTS)[number];
+
+/**
+ * How long the new version's pods keep serving after all traffic was routed away from them (a promote, an abort, a
+ * rollback), by default: proxies take a route change a moment after it is written (Envoy from istiod, Traefik after
+ * its providers' throttle, kube-proxy), and a request they still send to a pod that is gone fails.
+ */
+export const DEFAULT_DRAIN_SECONDS = 5;

@@ -101,6 +101,11 @@ const contentTypes = {
  * API server sends them (no Date conversion, no dropped fields) and sends server-side apply bodies unchanged.
  */
 export class Kube {
+  /**
+   * Told of every write this client made (the API server's answer: the object as it is now; null for a delete), so
+   * a copy of the object kept elsewhere (kube/recent.ts) is never older than this process's own last write.
+   */
+  onWrite: ((ref: ObjectRef, answer: KubeObject | null) => void) | undefined;
   private readonly kc: KubeCredentials;
   private readonly server: URL;
   private transport: Promise<Transport> | undefined;
@@ -268,13 +273,14 @@ export class Kube {
 
   /** Server-side apply with our field manager, taking ownership of the fields we send (force). */
   async apply<T extends KubeObject>(obj: T, opts: { fieldManager: string; subresource?: string; force?: boolean; dryRun?: boolean; onCreated?: () => void }): Promise<T> {
-    const ref = { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}) };
+    const ref = refOf(obj);
     const out = await this.request<T>('PATCH', objectPath(ref, opts.subresource), {
       body: obj,
       contentType: contentTypes.apply,
       query: { fieldManager: opts.fieldManager, force: String(opts.force ?? true), ...(opts.dryRun ? { dryRun: 'All' } : {}) },
       ...(opts.onCreated ? { onStatus: (status: number) => { if (status === 201) opts.onCreated!(); } } : {}),
     });
+    if (!opts.dryRun) this.onWrite?.(ref, out);
     return out as T;
   }
 
@@ -305,21 +311,34 @@ export class Kube {
     const body: Record<string, unknown> = { apiVersion: 'v1', kind: 'DeleteOptions', propagationPolicy: opts.propagationPolicy ?? 'Background' };
     if (opts.uid) body['preconditions'] = { uid: opts.uid };
     const out = await this.request('DELETE', objectPath(ref), { body, allowNotFound: true });
+    this.onWrite?.(ref, null);
     return out !== null;
   }
 
   /** JSON merge patch, on the object or a subresource such as status. */
   mergePatch<T = KubeObject>(ref: ObjectRef, body: unknown, subresource?: string): Promise<T | null> {
-    return this.request<T>('PATCH', objectPath(ref, subresource), { body, contentType: contentTypes.merge });
+    return this.wrote(ref, this.request<T>('PATCH', objectPath(ref, subresource), { body, contentType: contentTypes.merge }));
   }
 
   /** RFC 6902 JSON patch (with `test` operations for optimistic concurrency). */
   jsonPatch<T = KubeObject>(ref: ObjectRef, ops: unknown[], subresource?: string): Promise<T | null> {
-    return this.request<T>('PATCH', objectPath(ref, subresource), { body: ops, contentType: contentTypes.json });
+    return this.wrote(ref, this.request<T>('PATCH', objectPath(ref, subresource), { body: ops, contentType: contentTypes.json }));
   }
 
   /** Creates an object in the collection its apiVersion, kind and namespace name. */
   create<T extends KubeObject>(obj: T): Promise<T | null> {
-    return this.request<T>('POST', collectionPath({ apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace }), { body: obj });
+    return this.wrote(refOf(obj), this.request<T>('POST', collectionPath({ apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace }), { body: obj }));
   }
+
+  /** A write's answer, once onWrite was told of it. */
+  private async wrote<T>(ref: ObjectRef, write: Promise<T | null>): Promise<T | null> {
+    const answer = await write;
+    this.onWrite?.(ref, answer as KubeObject | null);
+    return answer;
+  }
+}
+
+/** Where an object lives (its kind, namespace and name). */
+function refOf(obj: KubeObject): ObjectRef {
+  return { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, ...(obj.metadata.namespace ? { namespace: obj.metadata.namespace } : {}) };
 }

@@ -4,6 +4,9 @@ import type { ObjectRef } from './resources.ts';
 /** The resourceVersion a watch last delivered for an object, or undefined when no watch follows it. */
 export type LatestVersion = (ref: ObjectRef) => string | undefined;
 
+/** Whether a watch that has listed the object's collection sees it; undefined when no such watch follows it. */
+export type Presence = (ref: ObjectRef) => boolean | undefined;
+
 /**
  * Objects as the operator last had them in hand (a watch event, an apply's or a patch's answer), served instead of
  * a GET only while they are current: while their resourceVersion is the one the watcher's watch last delivered for
@@ -17,17 +20,30 @@ export type LatestVersion = (ref: ObjectRef) => string | undefined;
 export class RecentObjects {
   private readonly objects = new Map<string, { version: string; json: string }>();
   private latest: LatestVersion | undefined;
+  private present: Presence | undefined;
+  /**
+   * The objects this process created or applied and has not deleted since (keys only, bounded like the copies): what
+   * it may have made before the watch shows it, or before a status write could record it.
+   */
+  private readonly written = new Set<string>();
   private readonly capacity: number;
+  private readonly kinds: ReadonlySet<string> | undefined;
   /** Reads served from here and reads that went to the API server (for the benchmark and tests). */
   readonly counts = { served: 0, missed: 0 };
 
-  constructor(capacity = 4096) {
+  /** `kinds`: the kinds whose read and write answers are kept (keeps); all of them when not given. */
+  constructor(capacity = 4096, kinds?: ReadonlySet<string>) {
     this.capacity = capacity;
+    this.kinds = kinds;
   }
 
-  /** Starts judging currency by `latest` (the watcher's), or stops (undefined: no watch, nothing is current). */
-  follow(latest: LatestVersion | undefined): void {
+  /**
+   * Starts judging currency by `latest` and existence by `present` (the watcher's), or stops (undefined: no watch,
+   * nothing is current, and only this process's own writes tell what exists).
+   */
+  follow(latest: LatestVersion | undefined, present?: Presence): void {
     this.latest = latest;
+    this.present = latest ? present : undefined;
   }
 
   /** Keeps `obj` as it is now (answers and watch events alike; the newest by arrival wins, currency decides use). */
@@ -41,9 +57,46 @@ export class RecentObjects {
     if (this.objects.size > this.capacity) this.objects.delete(this.objects.keys().next().value!);
   }
 
-  /** Drops what is kept of an object (it is gone, or a write on it conflicted: the next read must go to the server). */
+  /**
+   * A write of this process (Kube.onWrite): its answer is kept when its kind is, and anything kept of the object is
+   * dropped otherwise (and for a delete). Until the watch delivers the write, what is kept is then newer than what
+   * the watch last delivered, so a read in between goes to the API server instead of being served the copy from
+   * before the write (a route read back as it was before its own change, a deleted canary as if it still ran).
+   */
+  wrote(ref: ObjectRef, answer: KubeObject | null): void {
+    const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
+    this.written.delete(key);
+    if (answer) {
+      this.written.add(key);
+      if (this.written.size > this.capacity) this.written.delete(this.written.values().next().value!);
+    }
+    if (answer?.metadata?.resourceVersion && this.keeps(answer.kind)) this.remember(answer);
+    else this.objects.delete(key);
+  }
+
+  /**
+   * Whether the object may exist, as far as this process can tell without a read: true when it wrote the object
+   * (and did not delete it since) or a watch sees it, false when a watch that has listed its collection does not,
+   * undefined when nothing here follows it (only a GET can tell).
+   */
+  mayExist(ref: ObjectRef): boolean | undefined {
+    if (this.written.has(keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name))) return true;
+    return this.present?.(ref);
+  }
+
+  /** Whether objects of `kind` are kept from reads and write answers (the watcher's deliveries are kept regardless). */
+  keeps(kind: string): boolean {
+    return !this.kinds || this.kinds.has(kind);
+  }
+
+  /**
+   * Drops what is kept of an object (it is gone, or a write on it conflicted: the next read must go to the server),
+   * and that this process wrote it: whether it exists is the watch's to say again.
+   */
   forget(ref: ObjectRef): void {
-    this.objects.delete(keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name));
+    const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
+    this.objects.delete(key);
+    this.written.delete(key);
   }
 
   /** A copy of the object if what is kept is current, else undefined (read it from the API server). */

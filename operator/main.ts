@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { createActivities } from '../activities/index.ts';
+import { keptKinds } from '../activities/objects.ts';
 import { Kube } from '../kube/client.ts';
 import { MemberClusters } from '../kube/clusters.ts';
 import { RecentObjects } from '../kube/recent.ts';
@@ -155,15 +156,17 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
   const metrics = createMetrics();
   // Tracing first, so every span of start-up on has a provider; off unless configured (operator/tracing.ts).
   const tracingCfg = tracingConfig(process.env, cfg.otlpEndpoint);
-  const tracing = tracingCfg ? startTracing(tracingCfg) : undefined;
+  const tracing = tracingCfg ? await startTracing(tracingCfg) : undefined;
   if (tracing) log.info({ service: tracingCfg!.serviceName, endpoint: cfg.otlpEndpoint ?? process.env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT'] ?? process.env['OTEL_EXPORTER_OTLP_ENDPOINT'] ?? 'default' }, 'tracing on: OTLP/HTTP');
   const clientInterceptors = tracing ? { workflow: [tracing.clientInterceptor] } : undefined;
   const kc = await loadKubeConfig(cfg);
   const apiServer = kc.getCurrentCluster()?.server ?? '?';
   // One client (one connection pool) for the activities, the watcher and leader election.
   const kube = new Kube(kc);
-  // What the watcher's watches and the passes' answers brought, read by the next pass instead of a GET while current.
-  const recent = new RecentObjects();
+  // What the watcher's watches and this process's reads and writes brought, read by passes and rollouts instead of
+  // a GET while current (activities/objects.ts).
+  const recent = new RecentObjects(undefined, keptKinds);
+  kube.onWrite = (ref, answer) => recent.wrote(ref, answer);
   /** What to undo at stop, in the order it was started (stopped in reverse). */
   const started: { what: string; stop: () => Promise<void> }[] = [];
   // Fleet Releases reach member clusters through their Secrets (kube/clusters.ts), and steer their canaries through
@@ -302,6 +305,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         onSweep: (found) => {
           metrics.sweepFindings.inc({ kind: 'missing-workflow' }, found.missing.length);
           metrics.sweepFindings.inc({ kind: 'ended-rollout' }, found.endedRollouts);
+          metrics.sweepFindings.inc({ kind: 'orphan-workflow' }, found.orphans.length);
         },
       });
       watcher = wt;

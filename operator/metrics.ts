@@ -139,7 +139,7 @@ export function createMetrics() {
     }),
     sweepFindings: new Counter({
       name: 'application_operator_sweep_findings_total',
-      help: 'What the watcher\'s sweep of Temporal found: Application or Release workflows missing (started again), and rollouts whose workflow closed without finishing (rolled back)',
+      help: 'What the watcher\'s sweep of Temporal found: Application or Release workflows missing (started again), workflows whose object was deleted while no watcher watched (told, so that they end), and rollouts whose workflow closed without finishing (rolled back)',
       labelNames: ['kind'] as const,
       registers: [registry],
     }),

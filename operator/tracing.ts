@@ -3,10 +3,9 @@
 // which carry the trace context in headers from the client to the workflow and its activities) and each request to
 // the API server (with `traceparent`, so the API server's own spans join the trace). Exported over OTLP/HTTP.
 // docs/monitoring.md says how to read a trace.
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { Resource } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { OpenTelemetryPlugin, OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
+// The SDKs are imported only when tracing is on: off (the default), the operator does not hold their code (about
+// 20 MB of its resident memory; docs/benchmark.md, "Where the memory goes").
+import type { OpenTelemetryPlugin, OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry';
 
 export interface TracingConfig {
   /** Where spans go (an OTLP/HTTP endpoint such as http://127.0.0.1:4318); the exporter reads OTEL_EXPORTER_OTLP_* too. */
@@ -36,7 +35,10 @@ export interface Tracing {
 }
 
 /** Starts the tracer provider (global, so the API server client's and the activities' spans use it). */
-export function startTracing(config: TracingConfig): Tracing {
+export async function startTracing(config: TracingConfig): Promise<Tracing> {
+  const [{ OTLPTraceExporter }, { Resource }, { BatchSpanProcessor, NodeTracerProvider }, { OpenTelemetryPlugin, OpenTelemetryWorkflowClientInterceptor }] = await Promise.all([
+    import('@opentelemetry/exporter-trace-otlp-http'), import('@opentelemetry/resources'), import('@opentelemetry/sdk-trace-node'), import('@temporalio/interceptors-opentelemetry'),
+  ]);
   const resource = new Resource({ 'service.name': config.serviceName });
   // OTLP/HTTP takes the signal path under a base endpoint; an explicit --otlp-endpoint is such a base.
   const exporter = new OTLPTraceExporter(config.endpoint ? { url: `${config.endpoint.replace(/\/+$/, '')}/v1/traces` } : {});

@@ -1,7 +1,7 @@
 import { canaryImage, parseDuration, rolloutRouterOf, routerOf, type Application, type Check } from '../api/application.ts';
 import { changedSpecParts, specDigest, type PlanCheck, type PlanChecks, type RolloutPlan } from './plan.ts';
 import { checksAt, httpCheckMaxMs } from './checks.ts';
-import { canaryName, isTerminal, routesBySelector } from '../api/constants.ts';
+import { canaryName, isTerminal } from '../api/constants.ts';
 import { routePort } from '../render/gateway.ts';
 import { analysisPlan, type MetricsSource } from './analysis.ts';
 import { strategies } from './strategies/index.ts';
@@ -18,9 +18,6 @@ export function metricsSource(app: Application): MetricsSource {
   if (router !== 'gatewayAPI' || gw?.implementation !== 'traefik') return { kind: 'none' };
   return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-http-${routePort(app)}@kubernetesgateway` };
 }
-
-/** How long a selector-routed rollout's pods keep serving after the Service stops selecting them on promotion. */
-export const selectorDrainMs = 5000;
 
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */
 export function rolloutKey(version: string, image: string): string {
@@ -57,8 +54,9 @@ export function rolloutPlan(app: Application): RolloutPlan | undefined {
     ...(canary.checks?.length ? { checks: planChecks(canary.checks, strategy.postPromotionInSteps === true) } : {}),
     ...(canary.analysis ? { analysis: analysisPlan(canary.analysis, { namespace: app.metadata.namespace ?? '', name: app.metadata.name, canaryVersion: canary.canaryVersion, metrics: metricsSource(app) }) } : {}),
     progressDeadlineMs: parseDuration(canary.progressDeadline),
-    // Without a proxy the switch back is a Service selector, which proxies follow a moment later.
-    ...(routesBySelector(router) ? { drainMs: selectorDrainMs } : {}),
+    // Whatever carries the requests follows a switch back a moment after it is written: the new version's pods keep
+    // serving meanwhile, after a promote, an abort or a rollback alike.
+    canaryDrainMs: canary.drainSeconds * 1000,
   };
   return { ...plan, specDigest: specDigest(plan) };
 }

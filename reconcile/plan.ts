@@ -2,7 +2,7 @@
 // Application by reconcile/canary-plan.ts.
 import type { Check } from '../api/application.ts';
 import type { PlanNotification } from './notify.ts';
-import type { RolloutRouterName, StrategyName } from '../api/constants.ts';
+import { DEFAULT_DRAIN_SECONDS, type RolloutRouterName, type StrategyName } from '../api/constants.ts';
 import type { HeaderMatch } from '../routing/route.ts';
 import { fingerprint } from '../lib/json.ts';
 
@@ -93,7 +93,13 @@ export interface RolloutPlan {
   analysis?: AnalysisPlan;
   checks?: PlanChecks;
   progressDeadlineMs: number;
-  /** After routing everything to stable on promotion, how long the new version's pods keep serving before they go. */
+  /**
+   * After all traffic was routed away from the new version (a promote, an abort, a rollback), how long its pods keep
+   * serving before they go (spec drainSeconds). Absent in plans from before it, which drained only on promotion and
+   * only when routing by Service selector (drainMs), and removed an aborted canary at once.
+   */
+  canaryDrainMs?: number;
+  /** Plans from before canaryDrainMs: after routing everything to stable on promotion, how long the new version's pods kept serving. */
   drainMs?: number;
   /** Where the rollout's notifications go (spec.notifications and the operator's --notify-url); absent: none. */
   notifications?: PlanNotification[];
@@ -104,9 +110,13 @@ export interface RolloutPlan {
   specDigest?: string;
 }
 
+const defaultDrainMs = DEFAULT_DRAIN_SECONDS * 1000;
+
 /** The parts of the canary's spec a running rollout keeps to (a change to them applies to the next rollout), by their spec name. */
 export function specParts(plan: Omit<RolloutPlan, 'specDigest'>): Record<string, unknown> {
-  return { steps: plan.steps, analysis: plan.analysis ?? null, checks: plan.checks ?? null, healthGates: plan.gates, progressDeadline: plan.progressDeadlineMs };
+  // drainSeconds only when it is not the default, so that the digests of rollouts planned before it still match.
+  const drain = plan.canaryDrainMs !== undefined && plan.canaryDrainMs !== defaultDrainMs ? { drainSeconds: plan.canaryDrainMs / 1000 } : {};
+  return { steps: plan.steps, analysis: plan.analysis ?? null, checks: plan.checks ?? null, healthGates: plan.gates, progressDeadline: plan.progressDeadlineMs, ...drain };
 }
 
 /** The fingerprint of each part, in one string ("steps=1a2b3c4d,analysis=..."). */

@@ -15,12 +15,12 @@ import { deploymentSignature, podSignature, type ObservedDeployment, type Observ
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
 import {
-  applicationWorkflowId, applicationWorkflowType, changedSignal, releaseWorkflowId, releaseWorkflowType,
+  applicationPatchLevel, applicationWorkflowId, applicationWorkflowType, changedSignal, releaseWorkflowId, releaseWorkflowType,
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
-import { appNameKey, appNamespaceKey } from '../workflows/search-attributes.ts';
+import { appNameKey, appNamespaceKey, appPhaseKey } from '../workflows/search-attributes.ts';
 import { changeReason, childLabel, ourWriteIsNewest, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type WatchEvent } from './change.ts';
-import { Sweeper, type SweepFindings } from './sweep.ts';
+import { Sweeper, workflowObject, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
   kube: Kube;
@@ -147,7 +147,7 @@ export class Watcher {
 
   /** Starts the informers; resolves once the Applications have been listed (children follow in the background). */
   async start(): Promise<void> {
-    this.opts.recent?.follow((ref) => this.latestVersion(ref));
+    this.opts.recent?.follow((ref) => this.latestVersion(ref), (ref) => this.present(ref));
     const scopes = this.opts.namespaces.length ? this.opts.namespaces : [undefined];
     for (const ns of scopes) {
       this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
@@ -188,8 +188,9 @@ export class Watcher {
 
   /**
    * Asks Temporal whether every Application and Release the watcher knows has its workflow, starts the missing ones
-   * (a full pass each: a rollout in flight is taken up from status), and tells Application workflows about rollouts
-   * whose workflow closed without finishing.
+   * (a full pass each: a rollout in flight is taken up from status), signals the workflows whose object is gone (it
+   * was deleted while no watcher watched: the pass finds it gone, a rollout in flight is aborted, the workflow ends),
+   * and tells Application workflows about rollouts whose workflow closed without finishing.
    */
   private async sweep(sweeper: Sweeper): Promise<void> {
     const settled = Date.now() - this.opts.sweepSeconds * 1000;
@@ -199,21 +200,42 @@ export class Watcher {
     const apps = expect(this.apps, 'app');
     // A Release whose generation is over has no workflow running, and needs none until it changes.
     const releases = expect(this.releases, 'release').filter((key) => this.releases.get(key)?.status !== SETTLED);
+    // Orphans only once every Application and Release has been listed: before that, unknown is not gone.
+    const listed = this.informers.filter((i) => i.name.startsWith('applications') || i.name.startsWith('releases')).every((i) => i.reflector.synced);
     try {
       const found = await sweeper.sweep({
-        applications: apps.map((k) => applicationWorkflowId(...(k.split('/') as [string, string]))),
-        releases: releases.map((k) => releaseWorkflowId(...(k.split('/') as [string, string]))),
-      });
+        applications: { ids: apps.map((k) => applicationWorkflowId(...(k.split('/') as [string, string]))), known: this.apps.size },
+        releases: { ids: releases.map((k) => releaseWorkflowId(...(k.split('/') as [string, string]))), known: this.releases.size },
+      }, listed ? (id) => this.knowsWorkflow(id) : undefined);
       for (const id of found.missing) {
-        const [kind, namespace, name] = id.split('/') as [string, string, string];
-        this.opts.log.warn({ workflowId: id }, `no workflow runs for ${kind === 'application' ? 'Application' : 'Release'} ${namespace}/${name} (Temporal lost it, or it was terminated): starting it`);
-        this.enqueue(`${kind === 'application' ? 'app' : 'release'}:${namespace}/${name}`, 'resync');
+        const o = workflowObject(id);
+        if (!o) continue;
+        this.opts.log.warn({ workflowId: id }, `no workflow runs for ${o.kind} ${o.namespace}/${o.name} (Temporal lost it, or it was terminated): starting it`);
+        this.enqueue(`${o.target}:${o.namespace}/${o.name}`, 'resync');
+      }
+      for (const id of found.orphans) {
+        const o = workflowObject(id);
+        if (!o) continue;
+        this.opts.log.warn({ workflowId: id }, `a workflow runs for ${o.kind} ${o.namespace}/${o.name}, which no longer exists (deleted while no watcher watched): telling it, so that it ends`);
+        this.enqueue(`${o.target}:${o.namespace}/${o.name}`, 'deleted', undefined, { signalOnly: true });
       }
       if (found.endedRollouts) this.opts.log.warn({ count: found.endedRollouts }, 'told Application workflows of rollouts whose workflow closed without finishing');
       this.opts.onSweep?.(found);
     } catch (err) {
       if (!this.stopped) this.opts.log.warn({ err: errMessage(err) }, 'sweep of Temporal\'s workflows failed; trying again at the next one');
     }
+  }
+
+  /**
+   * Whether a running workflow's object is one the watcher knows (or is not its to judge: another namespace than it
+   * watches, an id of another shape): an unknown one is an orphan candidate for the sweep.
+   */
+  private knowsWorkflow(workflowId: string): boolean {
+    const o = workflowObject(workflowId);
+    if (!o) return true;
+    if (this.opts.namespaces.length > 0 && !this.opts.namespaces.includes(o.namespace)) return true;
+    const key = `${o.namespace}/${o.name}`;
+    return (o.target === 'app' ? this.apps : this.releases).has(key) || this.pending.has(`${o.target}:${key}`);
   }
 
   /**
@@ -265,6 +287,20 @@ export class Watcher {
     if (ref.apiVersion === API_VERSION && ref.kind === KIND) return this.apps.get(key)?.resourceVersion;
     const child = this.children.get(`${ref.kind}/${key}`);
     return child && childKinds.some((k) => k.kind === ref.kind && k.apiVersion === ref.apiVersion) ? child.resourceVersion : undefined;
+  }
+
+  /**
+   * Whether the watch sees an Application or a watched child (labelled as ours, owned by an Application), once that
+   * collection is listed; undefined when it is not watched here (another kind, another namespace) or not listed yet.
+   */
+  present(ref: ObjectRef): boolean | undefined {
+    const key = `${ref.namespace ?? ''}/${ref.name}`;
+    const app = ref.apiVersion === API_VERSION && ref.kind === KIND;
+    if (!app && !childKinds.some((k) => k.watched && k.kind === ref.kind && k.apiVersion === ref.apiVersion)) return undefined;
+    const collection = app ? 'applications' : ref.kind;
+    const informer = this.informers.find((i) => i.name === collection || i.name === `${collection}/${ref.namespace ?? ''}`);
+    if (!informer?.reflector.synced) return undefined;
+    return app ? this.apps.has(key) : this.children.has(`${ref.kind}/${key}`);
   }
 
   private addInformer(name: string, path: string, labelSelector: string | undefined, handler: (type: 'add' | 'update' | 'delete', obj: Obj) => void, metadataOnly = false): void {
@@ -325,7 +361,8 @@ export class Watcher {
    * Releases the finalizer of an Application deleted with its namespace when no rollout is in flight: there is
    * nothing for the finalizer to do (the namespace controller deletes its children), and a namespace of thousands
    * would otherwise wait for a workflow task per Application. The only write the watcher makes. Its workflow is
-   * signalled once the release is done: its pass finds the Application gone and ends, saying so. A release that
+   * signalled by the deletion the release lets through: its pass finds the Application gone in what the watch saw,
+   * without a read, and ends, saying so. A release that
    * fails (the Application changed meanwhile: a 409) is left to the workflow, signalled all the same, which
    * finalizes as it always does (and, told the namespace goes, leaves the children to it).
    */
@@ -343,10 +380,9 @@ export class Watcher {
       const log = this.opts.log.child({ namespace: ref.namespace, name: ref.name });
       this.opts.kube.mergePatch(ref, finalizerRelease(obj.metadata))
         .then(
-          () => {
-            log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children');
-            this.enqueue(`app:${key}`, 'deleted', undefined, { signalOnly: true, namespaceGoing: true });
-          },
+          // Its workflow is signalled by the deletion this release lets through (onApplication: a deleted Application
+          // without our finalizer), by which time the watch has seen it go: the pass finds it gone without a read.
+          () => log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children'),
           (err: unknown) => {
             log.info({ err: errMessage(err) }, 'could not release the finalizer of an Application deleted with its namespace; its workflow will');
             this.enqueue(`app:${key}`, 'deleted', undefined, { namespaceGoing: true });
@@ -483,7 +519,11 @@ export class Watcher {
       if (Date.now() - (this.lastSent.get(key) ?? 0) >= this.opts.coalesceMs) this.lastSent.delete(key);
     }, this.opts.coalesceMs).unref();
     const signalOnly = this.signalOnly.delete(key);
+    // A workflow this starts begins with the phase status names (Pending for a new Application) as its AppPhase: its
+    // first pass, which finds that phase, upserts nothing (an event and a visibility write fewer per create).
+    const phase = target === 'app' ? ((this.appViews.get(ref) as { status?: { phase?: string } } | undefined)?.status?.phase ?? 'Pending') : undefined;
     const searchAttributes = [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }];
+    const appSearchAttributes = phase ? [...searchAttributes, { key: appPhaseKey, value: phase }] : searchAttributes;
     const send = async () => {
       if (signalOnly) {
         await this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, signal).catch((err: unknown) => {
@@ -493,10 +533,10 @@ export class Watcher {
         await this.opts.temporal.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
           workflowId,
           taskQueue: this.opts.taskQueue,
-          args: [{ namespace, name, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) }],
+          args: [{ namespace, name, patchLevel: applicationPatchLevel, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) }],
           signal: changedSignal,
           signalArgs: [signal],
-          typedSearchAttributes: searchAttributes,
+          typedSearchAttributes: appSearchAttributes,
           staticSummary: `Application ${namespace}/${name}`,
           staticDetails: `Reconciles the children and status of Application ${namespace}/${name}; canary rollouts run here too.`,
         });

@@ -7,7 +7,7 @@ import { FailureType, Reason, RolloutPhase, canaryName, isTerminal } from '../ap
 import type { Activities } from '../activities/index.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../activities/types.ts';
 import {
-  changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutWorkflowId, stateQuery,
+  applicationPatchLevel, changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
   type RecoveredRollout, type RolloutEnded,
 } from './contract.ts';
@@ -71,9 +71,30 @@ function reportedFailure(err: unknown): ApplicationFailure | undefined {
 const localFinalizePatch = 'finalize-as-local-activity';
 const inlineFinalizePatch = 'finalize-in-the-deleted-pass';
 
+/**
+ * Patches a run takes as given, by patch level (the run's input `patchLevel`). Each patch a run meets costs its history
+ * a marker and a TemporalChangeVersion search-attribute upsert (two events and a visibility write) the first time,
+ * which for a new Application was four of its events. A run at level 1 or more, started by a watcher that knows
+ * these patches, needs no marker for them: it calls `patched()` for them only while replaying, where a marker is
+ * there only if a worker of an older release (one that ignored the level) recorded it, and the call consumes it.
+ * Runs started before keep calling `patched()`. A patch added later goes through `patched()` until it is settled at
+ * a higher level.
+ */
+const settledPatches: readonly (readonly string[])[] = [
+  [],
+  [outliveRunsPatch, localPassesPatch, forwardStablePatch, localFinalizePatch, inlineFinalizePatch],
+];
+
+/** `patched(id)`, or true without a marker for a patch the run's level settles (see `settledPatches`). */
+function hasPatch(level: number, id: string): boolean {
+  if (!settledPatches.slice(0, level + 1).some((ids) => ids.includes(id))) return patched(id);
+  if (workflowInfo().unsafe.isReplaying) patched(id);
+  return true;
+}
+
 /** Removes the children and releases the finalizer: as a local activity, then as an activity if that failed. */
-async function finalizePass(summary: string, input: FinalizeInput): Promise<FinalizeResult> {
-  if (!patched(localFinalizePatch)) return run(finalizeApplication, summary, input);
+async function finalizePass(level: number, summary: string, input: FinalizeInput): Promise<FinalizeResult> {
+  if (!hasPatch(level, localFinalizePatch)) return run(finalizeApplication, summary, input);
   try {
     return await run(local.finalizeApplication, summary, input);
   } catch (err) {
@@ -83,8 +104,8 @@ async function finalizePass(summary: string, input: FinalizeInput): Promise<Fina
 }
 
 /** One pass: as a local activity, then as an activity if that failed for any reason but one reported in status. */
-async function reconcilePass(summary: string, input: ReconcileInput): Promise<ReconcileResult> {
-  if (!patched(localPassesPatch)) return run(reconcileApplication, summary, input);
+async function reconcilePass(level: number, summary: string, input: ReconcileInput): Promise<ReconcileResult> {
+  if (!hasPatch(level, localPassesPatch)) return run(reconcileApplication, summary, input);
   try {
     return await run(local.reconcileApplication, summary, input);
   } catch (err) {
@@ -123,6 +144,8 @@ class ApplicationEntity {
   /** A rollout whose workflow ended without finishing, to be written into status once a pass moved traffic back. */
   private endedAbnormally: RolloutEnded | undefined;
   private readonly outlive: boolean;
+  /** Which patches this run takes as given (`settledPatches`). */
+  private readonly patchLevel: number;
   private publishedPhase: string | undefined;
   /** A rollout could not start yet (another of this app's is closing): look again in a second. */
   private retrySoon = false;
@@ -154,8 +177,11 @@ class ApplicationEntity {
       ...(c?.lastPhase ? { phase: c.lastPhase } : {}),
       ...(c?.lastGeneration !== undefined ? { generation: c.lastGeneration } : {}),
     };
-    this.publishedPhase = c?.lastPhase;
-    this.outlive = patched(outliveRunsPatch);
+    // The phase the run started with in its search attribute: the watcher starts a workflow with the phase status
+    // names (Pending for a new Application), so a first pass that finds that phase upserts nothing.
+    this.publishedPhase = c?.lastPhase ?? workflowInfo().typedSearchAttributes.get(appPhaseKey);
+    this.patchLevel = input.patchLevel ?? 0;
+    this.outlive = hasPatch(this.patchLevel, outliveRunsPatch);
     this.lastRolloutKey = c?.lastRolloutKey;
     this.rolloutKnown = c !== undefined || !this.outlive;
     if (c?.rollout) this.rollout = { ...c.rollout, outlivesRun: true };
@@ -176,7 +202,7 @@ class ApplicationEntity {
     const running = this.running;
     const canary = `Deployment/${canaryName({ metadata: { name: this.state.name } })}`;
     const stable = `Deployment/${this.state.name}`;
-    if (running && (reason === 'child' || (reason === 'child-status' && (object === canary || (object === stable && patched(forwardStablePatch)))))) {
+    if (running && (reason === 'child' || (reason === 'child-status' && (object === canary || (object === stable && hasPatch(this.patchLevel, forwardStablePatch)))))) {
       this.signalRollout(running, recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => log.warn('could not ask the rollout to recheck', { err: String(err) }));
     }
   }
@@ -267,8 +293,8 @@ class ApplicationEntity {
       // A fresh run does not know yet whether a rollout is in flight: the pass leaves the canary to one status names.
       const rolloutActive = this.rollout !== undefined ? true : this.rolloutKnown ? false : undefined;
       // Told of a deletion with no rollout to compensate, the pass finalizes at once (runs from before took two steps).
-      const finalize = this.reasons.includes('deleted') && this.rollout === undefined && patched(inlineFinalizePatch);
-      const result = await reconcilePass(summary, {
+      const finalize = this.reasons.includes('deleted') && this.rollout === undefined && hasPatch(this.patchLevel, inlineFinalizePatch);
+      const result = await reconcilePass(this.patchLevel, summary, {
         namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
         ...(finalize ? { finalize } : {}), ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
       });
@@ -377,7 +403,7 @@ class ApplicationEntity {
   async finalize(uid: string, done?: FinalizeResult): Promise<boolean> {
     this.state.phase = 'Deleting';
     this.publish(this.namespaceGoing ? 'Deleting with its namespace: releasing the finalizer (the namespace controller removes the children)' : 'Deleting: removing children, then releasing the finalizer');
-    const fin = done ?? await finalizePass(this.namespaceGoing ? 'release the finalizer (the namespace is being deleted: its controller removes the children)' : 'remove the children and release the finalizer', {
+    const fin = done ?? await finalizePass(this.patchLevel, this.namespaceGoing ? 'release the finalizer (the namespace is being deleted: its controller removes the children)' : 'remove the children and release the finalizer', {
       namespace: this.state.namespace, name: this.state.name, uid, ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
     });
     log.info('finalized', { removed: fin.removed, finalizerReleased: fin.finalizerReleased, ...(fin.leftToNamespace ? { leftToNamespace: true } : {}) });
@@ -397,6 +423,8 @@ class ApplicationEntity {
     const rollout: FollowedRollout | undefined = r && { key: r.key, version: r.version, since: r.since, ...(r.aborting ? { aborting: true } : {}) };
     return {
       namespace, name,
+      // The next run starts on this code: the patches it settles need no marker there.
+      patchLevel: applicationPatchLevel,
       ...(this.input.options ? { options: this.input.options } : {}),
       ...(carry ? {
         carried: {

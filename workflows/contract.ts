@@ -56,7 +56,15 @@ export interface ApplicationWorkflowInput {
   options?: Partial<LoopOptions>;
   /** State carried across continue-as-new. */
   carried?: CarriedState;
+  /**
+   * The patches this run takes as given without recording them (workflows/application.ts `settledPatches`): set by
+   * the watcher on every start and by every continue-as-new since; absent in runs started before.
+   */
+  patchLevel?: number;
 }
+
+/** The patch level the watcher starts Application workflows at (workflows/application.ts `settledPatches`). */
+export const applicationPatchLevel = 1;
 
 export interface CarriedState {
   passes: number;

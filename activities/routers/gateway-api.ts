@@ -11,6 +11,7 @@ import { kinds } from '../../render/children.ts';
 import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService, renderRouteService, type MirroringOf, type RulesOf } from '../../render/gateway.ts';
 import { reachesCanary, routesToCanary, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
 import type { ActivityDeps } from '../deps.ts';
+import { read as readObject } from '../objects.ts';
 import type { RouteObservation, TrafficRouter } from './router.ts';
 
 const ns = (app: Application) => app.metadata.namespace ?? '';
@@ -87,8 +88,9 @@ export const gatewayAPIRouter: TrafficRouter = {
   },
 
   async observe(deps, app, route): Promise<RouteObservation> {
+    // A gate check's look: what is in hand while current (the watch delivered no change since, activities/objects.ts).
     const [read, svc, mirror] = await Promise.all([
-      deps.kube.get<RouteAsRead>(routeRef(app)),
+      readObject<RouteAsRead & KubeObject>(deps, routeRef(app)),
       deps.kube.get<{ spec?: { selector?: Record<string, string> } }>(canaryServiceRef(app)),
       mirroring(deps, app),
     ]);
@@ -99,13 +101,14 @@ export const gatewayAPIRouter: TrafficRouter = {
     return { routed: readHTTPRouteWeights(read, app, mirror), asIntended, target };
   },
 
-  async remove(deps, app) {
+  async remove(deps, app, opts) {
     if (await deps.kube.get(routeRef(app))) {
       await apply(deps, renderHTTPRoute(app, { canary: null }));
       const read = await readBack(deps, app);
       if (read && (read.stable !== 100 || routesToCanary(read))) throw new Error(`HTTPRoute read back as ${JSON.stringify(read)} after routing everything to stable`);
       heartbeat('traffic restored to stable');
     }
+    if (opts?.keepTarget) return;
     if (onTraefik(app)) await deps.kube.delete(mirrorRef(app));
     await deps.kube.delete(canaryServiceRef(app));
   },

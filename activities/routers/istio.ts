@@ -10,6 +10,7 @@ import { kinds } from '../../render/children.ts';
 import { readRouteWeights, renderDestinationRule, renderVirtualService, type RoutesOf, type VirtualService } from '../../render/istio.ts';
 import { reachesCanary, routesToCanary, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
 import type { ActivityDeps } from '../deps.ts';
+import { read } from '../objects.ts';
 import type { RouteObservation, TrafficRouter } from './router.ts';
 
 const ref = (app: Application, k: { apiVersion: string; kind: string }): ObjectRef => ({ apiVersion: k.apiVersion, kind: k.kind, namespace: app.metadata.namespace ?? '', name: childName(app) });
@@ -35,9 +36,10 @@ export const istioRouter: TrafficRouter = {
   },
 
   async observe(deps, app, route): Promise<RouteObservation> {
+    // A gate check's look: what is in hand while current (the watch delivered no change since, activities/objects.ts).
     const [vs, dr] = await Promise.all([
-      deps.kube.get<VirtualService>(ref(app, kinds.virtualService)),
-      deps.kube.get<SubsetsOf>(ref(app, kinds.destinationRule)),
+      read<VirtualService & KubeObject>(deps, ref(app, kinds.virtualService)),
+      read<SubsetsOf & KubeObject>(deps, ref(app, kinds.destinationRule)),
     ]);
     const version = app.spec.serviceMesh?.canary?.canaryVersion;
     const target = (dr?.spec?.subsets ?? []).some((s) => s.name === CANARY_SUBSET && s.labels?.[LABEL_VERSION] === version);
@@ -46,7 +48,7 @@ export const istioRouter: TrafficRouter = {
     return { routed: readRouteWeights(vs), asIntended, target };
   },
 
-  async remove(deps, app) {
+  async remove(deps, app, opts) {
     // Without the mesh nothing of Istio's routes this app any more; routes that are gone are not re-created.
     if (!app.spec.serviceMesh?.enabled) return;
     if (await deps.kube.get(ref(app, kinds.virtualService))) {
@@ -55,6 +57,6 @@ export const istioRouter: TrafficRouter = {
       if (read && (read.stable !== 100 || routesToCanary(read))) throw new Error(`VirtualService read back as ${JSON.stringify(read)} after routing everything to stable`);
       heartbeat('traffic restored to stable');
     }
-    if (await deps.kube.get(ref(app, kinds.destinationRule))) await apply(deps, renderDestinationRule(app, { canary: false }));
+    if (!opts?.keepTarget && await deps.kube.get(ref(app, kinds.destinationRule))) await apply(deps, renderDestinationRule(app, { canary: false }));
   },
 };

@@ -30,8 +30,12 @@ export interface TrafficRouter {
   setRoute(deps: ActivityDeps, app: Application, route: CanaryRoute): Promise<RouteWeights>;
   /** What is routed now, compared with `route` as rendered from today's spec. */
   observe(deps: ActivityDeps, app: Application, route: CanaryRoute): Promise<RouteObservation>;
-  /** All traffic to stable (read back), then what prepare created is removed; done too when the objects are gone. */
-  remove(deps: ActivityDeps, app: Application): Promise<void>;
+  /**
+   * All traffic to stable (read back), then what prepare created is removed; done too when the objects are gone.
+   * `keepTarget`: only the traffic moves, what the canary is routed to stays (Istio's subset, the canary Service), so
+   * a proxy that has not taken the change yet still reaches its pods while they drain.
+   */
+  remove(deps: ActivityDeps, app: Application, opts?: { keepTarget?: boolean }): Promise<void>;
 }
 
 export const routers: Record<RolloutRouterName, TrafficRouter> = {

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { control } from '../../client/control.ts';
 import { eventually } from '../../lib/poll.ts';
-import { sendRequests, summarize, type Answer } from '../../lib/traffic.ts';
+import { noPod, sendRequests, summarize, type Answer } from '../../lib/traffic.ts';
 import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService } from '../../render/gateway.ts';
 import { servingImage } from '../../stack/pod-behaviour.ts';
 import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, temporalClient, type Json } from '../../testkit/apps.ts';
@@ -102,11 +102,21 @@ describe('canaries through the Gateway API, on real requests', () => {
     await apply(await gatewayApp(s.ns, 'halt', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 40 }, { pause: {} }] }));
     await waitCanaryPhase(s.ns, 'halt', 'Paused', 120_000);
     await waitForVersions({ host: hostOf(s.ns, 'halt') }, ['stable', 'v2']);
-    const asked = Date.now();
-    await control(await temporalClient(), 'abort', s.ns, 'halt', 'bad idea');
-    const seconds = await untilAllStable(s.ns, 'halt', asked);
-    console.log(`abort: every request on stable ${seconds.toFixed(1)} s after it was asked`);
-    await waitCanaryPhase(s.ns, 'halt', 'Aborted', 60_000);
+    // Requests all along, until the canary is gone: none may fail on the way.
+    const load = new AbortController();
+    const answers: Promise<Answer[]> = sendRequests({ url: (await dataPlane()).gatewayUrl, host: hostOf(s.ns, 'halt') }, { signal: load.signal, rps: 40 });
+    try {
+      const asked = Date.now();
+      await control(await temporalClient(), 'abort', s.ns, 'halt', 'bad idea');
+      const seconds = await untilAllStable(s.ns, 'halt', asked);
+      console.log(`abort: every request on stable ${seconds.toFixed(1)} s after it was asked`);
+      await waitCanaryPhase(s.ns, 'halt', 'Aborted', 60_000);
+    } finally {
+      load.abort();
+    }
+    const during = summarize(await answers);
+    assert.ok(during.total > 0);
+    assert.equal(during.errorRate, 0, `no request failed through the abort: ${JSON.stringify(during.byStatus)} ${JSON.stringify(during.byVersion)}`);
     assert.equal(await getDeployment(s.ns, 'halt-canary'), null);
     assert.equal(await getObject('v1', 'Service', s.ns, 'halt-canary'), null);
   });
@@ -157,6 +167,8 @@ describe('canaries through the Gateway API, on real requests', () => {
     }));
     await waitCanaryPhase(s.ns, 'flaky', 'Paused', 120_000);
     const host = hostOf(s.ns, 'flaky');
+    // Traefik serves a new route (and the canary's new endpoints) a moment after they exist.
+    await waitForVersions({ host }, ['stable', 'v2']);
     // Requests keep coming until the analysis has judged the canary.
     const load = new AbortController();
     const answers: Promise<Answer[]> = sendRequests({ url: (await dataPlane()).gatewayUrl, host }, { signal: load.signal, rps: 40 });
@@ -170,6 +182,8 @@ describe('canaries through the Gateway API, on real requests', () => {
     }
     const during = summarize(await answers);
     assert.ok((during.byStatus['503'] ?? 0) > 0, 'the canary did fail some requests');
+    // Traefik takes the switch back after its providers' throttle: the canary's pods keep serving until it has.
+    assert.equal(during.byVersion[noPod] ?? 0, 0, `no request met a canary pod that was gone: ${JSON.stringify(during.byVersion)}`);
     const after = await sendThroughGateway({ host }, { count: 300, concurrency: 6 });
     assert.deepEqual(after.byVersion, { stable: 300 }, 'no request reaches the rolled-back canary');
   });

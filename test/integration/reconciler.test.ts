@@ -7,10 +7,11 @@ import { describe, it } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { FINALIZER } from '../../api/constants.ts';
-import { applicationWorkflowId } from '../../workflows/contract.ts';
+import { applicationWorkflowId, rolloutWorkflowId } from '../../workflows/contract.ts';
 import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { workflowBundle } from '../../testkit/env.ts';
-import { startOperator } from '../../testkit/operator.ts';
+import { startOperator, testFlags } from '../../testkit/operator.ts';
+import { waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { eventually } from '../../lib/poll.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
 
@@ -275,4 +276,108 @@ describe('reconciler across an operator restart', () => {
       await ns.cleanup();
     }
   });
+
+  it('an Application deleted while no operator watched (its finalizer removed by hand): the sweep tells its idle workflow, which ends; one with a rollout in flight ends too', async () => {
+    const ns = await testNamespace('orphan');
+    const n = ns.name;
+    const op = await startOperator({ namespaces: [n], flags: [...testFlags, '--sweep-seconds=2'] });
+    try {
+      await apply(appManifest(n, 'plain', { image: 'nginx:1.25', replicas: 1 }));
+      await apply(appManifest(n, 'canaried', {
+        image: 'nginx:1.25', replicas: 1,
+        serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: {} }], healthGates: { interval: '1s', initialDelay: '1s' } } },
+      }));
+      await waitForPhase(n, 'plain', 'Running');
+      await waitWeights(n, 'canaried', 20, 120_000);
+      await waitCanaryPhase(n, 'canaried', 'Paused');
+      const client = await temporalClient();
+      const ids = [applicationWorkflowId(n, 'plain'), applicationWorkflowId(n, 'canaried'), rolloutWorkflowId(n, 'canaried')];
+      const statuses = () => Promise.all(ids.map(async (id) => (await client.workflow.getHandle(id).describe()).status.name));
+      assert.deepEqual(await statuses(), ['RUNNING', 'RUNNING', 'RUNNING']);
+      await op.stop();
+      for (const name of ['plain', 'canaried']) {
+        await kube(['-n', n, 'patch', 'application', name, '--type=merge', '-p', JSON.stringify({ metadata: { finalizers: null } })]);
+        await kube(['-n', n, 'delete', 'application', name, '--wait=true']);
+      }
+      // A sweep a while after this start (2 s apart, an orphan is taken for one at its second sighting) finds them.
+      await sleep(3000);
+      assert.deepEqual(await statuses(), ['RUNNING', 'RUNNING', 'RUNNING'], 'nothing told them while no operator ran');
+      await op.restart();
+      await eventually('every workflow of the deleted Applications ended', async () => ((await statuses()).every((st) => st === 'COMPLETED') ? true : undefined), { timeoutMs: 60_000, intervalMs: 500 });
+      for (const name of ['plain', 'canaried']) assert.equal(await client.workflow.getHandle(applicationWorkflowId(n, name)).result(), 'gone');
+      // The idle one waits for a signal: only the sweep's tells it. The rollout may find its canary gone first (the
+      // garbage collector follows the Application) and end on its own, waking its Application's workflow itself.
+      assert.match(await op.logs(), /a workflow runs for Application \S+\/plain, which no longer exists/);
+    } finally {
+      await op.stop();
+      await ns.cleanup();
+    }
+  });
+});
+
+describe('reconciler: children applied by a pass that could not record them', () => {
+  // A pass records in status.children what it applied, and later passes prune (and finalizing deletes) only what may
+  // exist. A pass whose status write fails after its applies (a 409 when the user changes the spec at that moment, a
+  // crash, here an admission policy refusing the write) recorded nothing: the children it created must still be found.
+  const refuse = 'test.example.com/refuse-status';
+  // The label is kubectl label's too: the apply takes it over.
+  const applyForce = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '--force-conflicts', '-f', '-'], JSON.stringify(obj));
+  async function refusingStatusWrites(ns: string): Promise<() => Promise<void>> {
+    const policy = `refuse-status-${ns}`;
+    await applyForce({
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name: policy },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: { resourceRules: [{ apiGroups: ['myapp.example.com'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['applications/status'] }] },
+        validations: [{ expression: 'false', message: 'status writes refused by the test', reason: 'Forbidden' }],
+      },
+    });
+    await applyForce({
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: policy },
+      spec: {
+        policyName: policy, validationActions: ['Deny'],
+        matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } }, objectSelector: { matchLabels: { [refuse]: 'true' } } },
+      },
+    });
+    return async () => void (await kube(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']));
+  }
+  const hpa = (ns: string, name: string) => getObject('autoscaling/v2', 'HorizontalPodAutoscaler', ns, name);
+  const autoscaled = { enabled: true, minReplicas: 1, maxReplicas: 3, targetCPU: 80 };
+
+  for (const restart of [false, true]) {
+    it(`an HPA applied by a pass whose status write was refused is pruned once the spec drops it${restart ? ', by a restarted operator that never applied it' : ''}`, async () => {
+      const ns = await testNamespace(restart ? 'unrec-restart' : 'unrec');
+      const n = ns.name;
+      const op = await startOperator({ namespaces: [n] });
+      const removePolicy = await refusingStatusWrites(n);
+      try {
+        await apply(appManifest(n, 'web', { image: 'nginx:1.25' }));
+        const running = await waitForPhase(n, 'web', 'Running');
+        assert.deepEqual(running.status.children.map((c: Json) => c.kind), ['Deployment', 'Service']);
+        // Labelled (no new generation, nothing for a pass to write), then the policy is in force once a dry-run status
+        // write is refused: the API server takes a moment to load a new policy.
+        await kube(['-n', n, 'label', 'application', 'web', `${refuse}=true`]);
+        await eventually('the policy in force', () => kube(['-n', n, 'patch', 'application', 'web', '--subresource=status', '--type=merge', '--dry-run=server', '-p', JSON.stringify({ status: { message: 'probe' } })])
+          .then(() => undefined, (err: unknown) => (String(err).includes('refused by the test') ? true : undefined)), { timeoutMs: 30_000, intervalMs: 500 });
+        // Autoscaling on, with status writes refused: the pass applies the HPA, then cannot record it.
+        await applyForce(appManifest(n, 'web', { image: 'nginx:1.25', autoscaling: autoscaled }, { labels: { [refuse]: 'true' } }));
+        await waitForObject('the HPA applied', () => hpa(n, 'web'), (h) => h !== null);
+        const app = await getApp(n, 'web');
+        assert.deepEqual(app!.status.children.map((c: Json) => c.kind), ['Deployment', 'Service'], 'status did not record the HPA');
+        if (restart) await op.stop('SIGKILL');
+        // Autoscaling off again, status writes allowed again.
+        await applyForce(appManifest(n, 'web', { image: 'nginx:1.25' }, { labels: { [refuse]: 'false' } }));
+        if (restart) await op.restart();
+        await eventually('the spec without autoscaling observed', async () => {
+          const a = await getApp(n, 'web');
+          return a?.status?.observedGeneration === a?.metadata.generation && a?.status?.phase === 'Running' ? true : undefined;
+        }, { timeoutMs: 90_000, intervalMs: 250 });
+        await eventually('the unrecorded HPA pruned', async () => ((await hpa(n, 'web')) === null ? true : undefined), { timeoutMs: 15_000, intervalMs: 250 });
+      } finally {
+        await removePolicy();
+        await op.stop();
+        await ns.cleanup();
+      }
+    });
+  }
 });

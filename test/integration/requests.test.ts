@@ -7,10 +7,11 @@ import { readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
-import { appManifest, getObject, kube, temporalClient, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, getApp, getObject, kube, temporalClient, testNamespace, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
+import { rolloutWorkflowId } from '../../workflows/contract.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
 const root = join(import.meta.dirname, '..', '..');
@@ -107,6 +108,8 @@ describe('requests per create', () => {
       assert.equal(Object.keys(after).filter((k) => k.startsWith('APPLY ')).reduce((n, k) => n + made(k), 0), 0, all);
       assert.equal(made('PATCH myapp.example.com/applications/status'), 0, all);
       assert.equal(made('PATCH myapp.example.com/applications'), names.length, `one finalizer release each (${all})`);
+      // Each workflow's pass finds its Application gone in what the watch saw: no read of it.
+      assert.equal(made('GET myapp.example.com/applications'), 0, all);
       const client = await temporalClient();
       for (const name of names) {
         const wf = await client.workflow.getHandle(`application/${ns.name}/${name}`).describe();
@@ -119,6 +122,37 @@ describe('requests per create', () => {
       await op.stop();
       await ns.cleanup();
     }
+  });
+
+  it('a canary\'s gate checks and status writes read the Application and the routes from what is in hand', async (t) => {
+    const mesh = (canary?: Json) => appManifest(s.ns, 'r', { image: 'nginx:1.25', serviceMesh: { enabled: true, ...(canary ? { canary } : {}) } });
+    await apply(mesh());
+    await waitForPhase(s.ns, 'r', 'Running');
+    const before = await settledCounts();
+    await apply(mesh({ enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: { duration: '8s' } }], healthGates: { interval: '1s', initialDelay: '1s' } }));
+    await eventually('the rollout promoted', async () => ((await getApp(s.ns, 'r'))?.status?.canary?.phase === 'Promoted' ? true : undefined), { timeoutMs: 90_000 });
+    const after = await settledCounts();
+    const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+    const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+    // Every run of the rollout's workflow (a promoted rollout continues as new once), every gate check in them: a
+    // local activity, whose marker carries the summary.
+    const client = await temporalClient();
+    let gateChecks = 0;
+    const runs: string[] = [];
+    for await (const run of client.workflow.list({ query: `WorkflowId = '${rolloutWorkflowId(s.ns, 'r')}'` })) {
+      runs.push(run.runId);
+      const history = await client.workflow.getHandle(run.workflowId, run.runId).fetchHistory();
+      gateChecks += (history.events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity'
+        && Buffer.from(e.userMetadata?.summary?.data ?? []).toString().includes('gate check at')).length;
+    }
+    assert.ok(gateChecks >= 6, `an 8 s pause with gates every second: ${gateChecks} gate checks in ${runs.length} runs`);
+    // Read from the API server, each gate check reads all three, and each status write the Application: at least
+    // three times as many reads as gate checks (54 for 12 gate checks before). In hand, only what the watch had not
+    // delivered yet when asked for is read. (The canary Deployment is still read from the API server.)
+    const reads = ['GET myapp.example.com/applications', 'GET networking.istio.io/virtualservices', 'GET networking.istio.io/destinationrules']
+      .reduce((n, k) => n + made(k), 0);
+    t.diagnostic(`${gateChecks} gate checks; reads: ${all}`);
+    assert.ok(reads < gateChecks, `${reads} reads of the Application and routes for ${gateChecks} gate checks (${all})`);
   });
 
   it('a worker without a watcher in its process reads everything from the API server, and gets there all the same', async () => {

@@ -54,6 +54,7 @@ describe('defaults', () => {
         strategy: 'canary',
         healthGates: { minReadyReplicas: 1, maxRestarts: 3, interval: '10s', failureThreshold: 3, initialDelay: '60s' },
         progressDeadline: '30m',
+        drainSeconds: 5,
       },
     });
   });

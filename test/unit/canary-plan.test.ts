@@ -37,7 +37,22 @@ describe('rolloutPlan', () => {
       steps: [{ kind: 'weight', weight: 20 }, { kind: 'pause', ms: null }],
       gates: defaultGates,
       progressDeadlineMs: 30 * 60_000,
+      canaryDrainMs: 5000,
     } satisfies RolloutPlan);
+  });
+
+  test('the new version\'s pods drain 5 s by default after the switch back, whatever the router; drainSeconds sets it, 0 not at all', () => {
+    assert.equal(rolloutPlan(canaryApp())?.canaryDrainMs, 5000);
+    assert.equal(rolloutPlan(canaryApp({ drainSeconds: 30 }))?.canaryDrainMs, 30_000);
+    assert.equal(rolloutPlan(canaryApp({ drainSeconds: 0 }))?.canaryDrainMs, 0);
+    assert.equal(rolloutPlan(canaryApp())?.drainMs, undefined, 'drainMs is what plans from before it had');
+  });
+
+  test('drainSeconds is part of the spec a running rollout keeps to, named only when it is not the default', () => {
+    const digest = (canary: JsonObject) => rolloutPlan(canaryApp(canary))!.specDigest!;
+    assert.doesNotMatch(digest({}), /drainSeconds/, 'digests of rollouts planned before it still match');
+    assert.deepEqual(changedSpecParts(digest({}), digest({ drainSeconds: 30 })), ['drainSeconds']);
+    assert.deepEqual(changedSpecParts(digest({ drainSeconds: 5 }), digest({})), []);
   });
 
   test('seed form without a weight sends no traffic', () => {

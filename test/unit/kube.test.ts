@@ -113,6 +113,30 @@ describe('Kube transport', () => {
     }
   });
 
+  test('tells onWrite of every write\'s answer (null for a delete), and of no read or dry-run', async () => {
+    const api = await fakeApiServer((req, res) => {
+      res.end(JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', namespace: 'prod', resourceVersion: req.method } }));
+    });
+    try {
+      const kube = new Kube(api.kc);
+      const told: string[] = [];
+      kube.onWrite = (ref, answer) => told.push(`${ref.kind}/${ref.name}: ${answer?.metadata.resourceVersion ?? 'gone'}`);
+      const c = { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', namespace: 'prod' } };
+      const ref = { apiVersion: 'v1', kind: 'ConfigMap', namespace: 'prod', name: 'c' };
+      await kube.get(ref);
+      await kube.apply(c, { fieldManager: 't', dryRun: true });
+      assert.deepEqual(told, []);
+      await kube.apply(c, { fieldManager: 't' });
+      await kube.mergePatch(ref, {});
+      await kube.jsonPatch(ref, [], 'status');
+      await kube.create(c);
+      await kube.delete(ref);
+      assert.deepEqual(told, ['ConfigMap/c: PATCH', 'ConfigMap/c: PATCH', 'ConfigMap/c: PATCH', 'ConfigMap/c: POST', 'ConfigMap/c: gone']);
+    } finally {
+      await api.close();
+    }
+  });
+
   test('a 401 resolves the credentials again and retries once (rotated tokens)', async () => {
     let accepted = 'old';
     const seen: string[] = [];

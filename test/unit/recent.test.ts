@@ -71,10 +71,60 @@ describe('RecentObjects', () => {
     for (const name of ['a', 'c', 'd']) assert.ok(recent.current({ ...ref, name }), name);
   });
 
+  test('this process\'s own write is never served as it was before it, while the watch has not delivered it', () => {
+    const { recent, watched } = following();
+    recent.remember(deployment('10', 1));
+    watched.set('Deployment/prod/web', '10');
+    recent.wrote(ref, deployment('11', 3));
+    assert.equal(recent.current(ref), undefined, 'the watch still says 10: the read goes to the API server');
+    watched.set('Deployment/prod/web', '11');
+    assert.equal(recent.current<KubeObject & { spec: { replicas: number } }>(ref)?.spec.replicas, 3);
+    recent.wrote(ref, null);
+    assert.equal(recent.current(ref), undefined, 'deleted: nothing is served until the watch says otherwise');
+  });
+
+  test('a write of a kind not kept drops what is kept of the object', () => {
+    const watched = new Map<string, string>([['Deployment/prod/web', '10']]);
+    const recent = new RecentObjects(10, new Set(['Service']));
+    recent.follow((r) => watched.get(`${r.kind}/${r.namespace}/${r.name}`));
+    recent.remember(deployment('10'));
+    recent.wrote(ref, deployment('11'));
+    assert.equal(recent.size, 0);
+    watched.set('Deployment/prod/web', '11');
+    assert.equal(recent.current(ref), undefined);
+  });
+
   test('an object without a resourceVersion (a dry-run, a null answer) is not kept', () => {
     const { recent } = following();
     recent.remember(null);
     recent.remember({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'x', namespace: 'prod' } });
     assert.equal(recent.size, 0);
+  });
+
+  test('what may exist: this process\'s writes (until it deletes them), then the watch once it has listed, else unknown', () => {
+    const hpa: ObjectRef = { apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler', namespace: 'prod', name: 'web' };
+    const recent = new RecentObjects(2, new Set(['Deployment']));
+    assert.equal(recent.mayExist(hpa), undefined, 'no watch, no write: only a read can tell');
+    recent.wrote(hpa, { ...hpa, metadata: { name: 'web', namespace: 'prod', resourceVersion: '5' } });
+    assert.equal(recent.mayExist(hpa), true, 'written here, though its kind is not kept');
+    recent.wrote(hpa, null);
+    assert.equal(recent.mayExist(hpa), undefined, 'deleted here');
+    recent.wrote(hpa, { ...hpa, metadata: { name: 'web', namespace: 'prod', resourceVersion: '6' } });
+    recent.forget(hpa);
+    assert.equal(recent.mayExist(hpa), undefined, 'forgotten (the watch saw it go, or a write conflicted): the watch says again');
+    const seen = new Set<string>();
+    let listed = false;
+    recent.follow(() => undefined, (r) => (listed ? seen.has(r.name) : undefined));
+    assert.equal(recent.mayExist(hpa), undefined, 'the watch has not listed yet');
+    listed = true;
+    assert.equal(recent.mayExist(hpa), false, 'listed, not there');
+    seen.add('web');
+    assert.equal(recent.mayExist(hpa), true, 'the watch sees it');
+    recent.follow(undefined, () => true);
+    assert.equal(recent.mayExist(hpa), undefined, 'no watch: presence is not taken without one');
+    // Bounded: the oldest writes are forgotten first.
+    for (const name of ['a', 'b', 'c']) recent.wrote({ ...hpa, name }, { ...hpa, metadata: { name, namespace: 'prod', resourceVersion: '1' } });
+    assert.equal(recent.mayExist({ ...hpa, name: 'a' }), undefined);
+    assert.equal(recent.mayExist({ ...hpa, name: 'c' }), true);
   });
 });

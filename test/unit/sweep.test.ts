@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { endedRolloutReport, endedRolloutsQuery, missing, runningQuery } from '../../watcher/sweep.ts';
+import { endedRolloutReport, endedRolloutsQuery, missing, orphans, runningQuery } from '../../watcher/sweep.ts';
 
 const status = (name: string) => ({ name, code: 0 }) as never;
 
@@ -16,6 +16,16 @@ describe('the sweep of Temporal\'s workflows', () => {
   test('missing: what is expected and not running', () => {
     assert.deepEqual(missing(['a', 'b', 'c'], new Set(['b', 'z'])), ['a', 'c']);
     assert.deepEqual(missing([], new Set(['b'])), []);
+  });
+  test('orphans: a running workflow whose object is unknown in two listings in a row', () => {
+    const known = (id: string) => id === 'application/a/kept';
+    const first = orphans(['application/a/kept', 'application/a/gone', 'application/a/going'], known, new Set());
+    assert.deepEqual(first.orphans, [], 'nothing at the first look: a deletion\'s own signal may be in flight');
+    assert.deepEqual([...first.suspects], ['application/a/gone', 'application/a/going']);
+    // 'going' ended meanwhile (its deletion's signal did it); 'new' is a first sighting.
+    const second = orphans(['application/a/kept', 'application/a/gone', 'application/a/new'], known, first.suspects);
+    assert.deepEqual(second.orphans, ['application/a/gone']);
+    assert.deepEqual([...second.suspects], ['application/a/new']);
   });
   const cases: { name: string; id: string; status: string; want: ReturnType<typeof endedRolloutReport> }[] = [
     {

@@ -166,10 +166,18 @@ describe('Watcher coalescing', () => {
       await eventually('the start\'s resync', () => Promise.resolve(signals.length === 1 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
       send('/services', 'ADDED', child('v1', 'Service', 2));
       await new Promise((r) => setTimeout(r, 300));
+      // What the watches see, once listed: what a pass may take as existing or gone without a read.
+      const service = { apiVersion: 'v1', kind: 'Service', namespace: 'ns', name: 'shop' };
+      assert.equal(watcher.present(service), true);
+      assert.equal(watcher.present({ apiVersion: API_VERSION, kind: KIND, namespace: 'ns', name: 'shop' }), true);
+      assert.equal(watcher.present({ apiVersion: API_VERSION, kind: KIND, namespace: 'ns', name: 'other' }), false);
+      assert.equal(watcher.present({ ...service, namespace: 'elsewhere' }), undefined, 'a namespace not watched here');
+      assert.equal(watcher.present({ apiVersion: 'traefik.io/v1alpha1', kind: 'TraefikService', namespace: 'ns', name: 'shop' }), undefined, 'a kind not watched');
       // Before the namespace goes, a deleted Service is drift.
       send('/services', 'DELETED', child('v1', 'Service', 3));
       await eventually('the drift signalled', () => Promise.resolve(signals.length === 2 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
       assert.equal(signals[1]!.reason, 'child');
+      assert.equal(watcher.present(service), false);
       await new Promise((r) => setTimeout(r, 300));
       // The namespace is deleted: its controller deletes the children first, then the Application.
       send('/v1/namespaces', 'MODIFIED', namespace(true, 4));
@@ -179,11 +187,16 @@ describe('Watcher coalescing', () => {
       send('/deployments', 'DELETED', child('apps/v1', 'Deployment', 8));
       const deleting = { ...app(1, 9), metadata: { ...app(1, 9).metadata, finalizers: ['myapp.example.com/finalizer'], deletionTimestamp: '2026-12-03T00:00:01Z' } };
       send('/applications', 'MODIFIED', deleting);
+      // No rollout in flight: the finalizer is released at once, on the version the watch delivered.
+      await eventually('the finalizer released', () => Promise.resolve(patches.length === 1 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.deepEqual(patches, [{ path: '/apis/myapp.example.com/v1/namespaces/ns/applications/shop', body: { metadata: { resourceVersion: '9', finalizers: [] } } }]);
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(signals.length, 2, 'the workflow is told once the watch has seen the Application go, not before');
+      send('/applications', 'DELETED', { ...deleting, metadata: { ...deleting.metadata, resourceVersion: '10', finalizers: [] } });
       await eventually('the deletion signalled', () => Promise.resolve(signals.length >= 3 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
       await new Promise((r) => setTimeout(r, 500));
       assert.deepEqual(signals.slice(2), [{ reason: 'deleted', namespaceGoing: true }], 'one signal: the deletion, saying the namespace goes');
-      // No rollout in flight: the finalizer is released at once, on the version the watch delivered.
-      assert.deepEqual(patches, [{ path: '/apis/myapp.example.com/v1/namespaces/ns/applications/shop', body: { metadata: { resourceVersion: '9', finalizers: [] } } }]);
+      assert.equal(watcher.present({ apiVersion: API_VERSION, kind: KIND, namespace: 'ns', name: 'shop' }), false, 'gone, as a pass will find it');
       // With a rollout in flight, the workflow aborts and compensates it first: the watcher leaves the finalizer alone.
       const canary = (rv: number, deletionTimestamp?: string) => ({
         apiVersion: API_VERSION, kind: KIND, status: { canary: { phase: 'Progressing' } },

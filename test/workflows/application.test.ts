@@ -8,10 +8,11 @@ import { FailureType } from '../../api/constants.ts';
 import type { ReconcileResult } from '../../activities/types.ts';
 import type { applicationWorkflow } from '../../workflows/application.ts';
 import {
-  applicationWorkflowId, applicationWorkflowType, changedSignal, controlSignals, rolloutEndedSignal, rolloutWorkflowId, rolloutWorkflowType, stateQuery,
+  applicationPatchLevel, applicationWorkflowId, applicationWorkflowType, changedSignal, controlSignals, rolloutEndedSignal, rolloutWorkflowId, rolloutWorkflowType, stateQuery,
   type ApplicationState, type ChangeSignal, type LoopOptions,
 } from '../../workflows/contract.ts';
 import { eventually } from '../../lib/poll.ts';
+import { appPhaseKey } from '../../workflows/search-attributes.ts';
 import { WorkflowTier, failure, plan, sleep, type Recorder, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
@@ -23,12 +24,14 @@ interface AppRun {
   r: Recorder;
 }
 
-async function startApp(script: Script, options: Partial<LoopOptions> = {}): Promise<AppRun> {
+/** Starts an Application's workflow; `asWatcher` starts it as the watcher does (its AppPhase and patch level). */
+async function startApp(script: Script, options: Partial<LoopOptions> = {}, asWatcher?: { phase: string }): Promise<AppRun> {
   const { namespace, recorder } = tier.scenario(script);
   const handle = await tier.client.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
     taskQueue: tier.taskQueue, workflowId: applicationWorkflowId(namespace, 'app'),
-    args: [{ namespace, name: 'app', options: { progressRecheckSeconds: 1, ...options } }],
+    args: [{ namespace, name: 'app', options: { progressRecheckSeconds: 1, ...options }, ...(asWatcher ? { patchLevel: applicationPatchLevel } : {}) }],
     signal: changedSignal, signalArgs: [{ reason: 'spec' }],
+    ...(asWatcher ? { typedSearchAttributes: [{ key: appPhaseKey, value: asWatcher.phase }] } : {}),
   });
   return { namespace, handle, r: recorder };
 }
@@ -214,6 +217,46 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  const workflowTaskEvents = new Set([
+    EventType.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED, EventType.EVENT_TYPE_WORKFLOW_TASK_STARTED, EventType.EVENT_TYPE_WORKFLOW_TASK_COMPLETED,
+    EventType.EVENT_TYPE_WORKFLOW_TASK_TIMED_OUT, EventType.EVENT_TYPE_WORKFLOW_TASK_FAILED,
+  ]);
+  it('a run started as the watcher starts it records no patch markers, and upserts AppPhase only when a pass finds another phase', async () => {
+    const history = async (run: AppRun) => {
+      const events = (await run.handle.fetchHistory()).events ?? [];
+      const upserted = events.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}));
+      return {
+        patchMarkers: events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch').length,
+        changeVersionUpserts: upserted.filter((k) => k === 'TemporalChangeVersion').length,
+        phaseUpserts: upserted.filter((k) => k === 'AppPhase').length,
+        // How many workflow tasks the passes took varies with the worker's timing; every other event is a command's.
+        commandEvents: events.filter((e) => !workflowTaskEvents.has(e.eventType ?? EventType.EVENT_TYPE_UNSPECIFIED)).length,
+      };
+    };
+    const phases = ['Pending', 'Running'];
+    const reconcile = (n: number) => ({ phase: phases[Math.min(n, 1)]! });
+    // As the watcher starts a new Application's workflow: AppPhase Pending, the current patch level.
+    const fresh = await startApp({ reconcile }, {}, { phase: 'Pending' });
+    // As runs started before this did: no AppPhase, no patch level.
+    const bare = await startApp({ reconcile });
+    for (const run of [fresh, bare]) {
+      await run.r.until('first pass', (r) => r.count('reconcileApplication') === 1);
+      await run.handle.signal(changedSignal, { reason: 'child-status', object: 'Deployment/app' });
+      await stateUntil(run.handle, (st) => st.passes === 2 && st.phase === 'Running');
+    }
+    const f = await history(fresh);
+    const b = await history(bare);
+    assert.deepEqual({ ...f, commandEvents: undefined }, { patchMarkers: 0, changeVersionUpserts: 0, phaseUpserts: 1, commandEvents: undefined }, 'Running only');
+    assert.deepEqual({ ...b, commandEvents: undefined }, { patchMarkers: 2, changeVersionUpserts: 2, phaseUpserts: 2, commandEvents: undefined }, 'two patches met, Pending then Running');
+    // The two markers and at least one upsert fewer (the SDK may send a patch's upsert and a phase's as one command).
+    assert.ok(f.commandEvents <= b.commandEvents - 3, `at least three events fewer for the same two passes, workflow tasks aside (${f.commandEvents} against ${b.commandEvents})`);
+    await eventually('Running in visibility', async () => ((await fresh.handle.describe()).typedSearchAttributes.get(appPhaseKey) === 'Running' ? true : undefined), { timeoutMs: 10_000, intervalMs: 100 });
+    for (const run of [fresh, bare]) {
+      await run.handle.terminate('done');
+      await replayAll(run);
+    }
+  });
+
   it('continues as new before the history grows, carrying the pass count', async () => {
     const run = await startApp({}, { maxHistoryEvents: 25 });
     await run.r.until('pass 1', (r) => r.count('reconcileApplication') === 1);
@@ -225,7 +268,10 @@ describe('Application workflow', { concurrency: true }, () => {
     assert.equal(firstRun.status.name, 'CONTINUED_AS_NEW');
     const latest = tier.client.workflow.getHandle(run.handle.workflowId);
     await stateUntil(latest, (st) => st.passes >= 7);
+    const markers = ((await latest.fetchHistory()).events ?? []).filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch');
+    assert.equal(markers.length, 0, 'a run continued from an older one starts at the current patch level');
     await latest.terminate('done');
+    await tier.replay(latest);
     await tier.replay(tier.client.workflow.getHandle(run.handle.workflowId, run.handle.signaledRunId));
   });
 

@@ -150,12 +150,13 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   });
 
   it('a promotion waiting for stable looks again as soon as the stable Deployment changes, not at the next poll', async () => {
-    // Gates every minute: between polls of the stable Deployment the rollout waits 2 s, unless told it changed. The
-    // change is told while the first look is still in flight (its answer held until then), so a slow machine cannot
-    // let the 2 s poll run out before the signal lands.
+    // Gates every hour (a gate check is made in the same wake once half an interval has passed: a loaded CI machine
+    // took 90 s over this test once): between polls of the stable Deployment the rollout waits 2 s, unless told it
+    // changed. The change is told while the first look is still in flight (its answer held until then), so a slow
+    // machine cannot let the 2 s poll run out before the signal lands.
     let told!: () => void;
     const signalled = new Promise<void>((resolve) => { told = resolve; });
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }], gates: { ...gates, intervalMs: 60_000 } }), {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }], gates: { ...gates, intervalMs: 3_600_000 } }), {
       stableDoneAt: 1, hold: { stableRolledOut: (n) => (n === 0 ? signalled : undefined) },
     });
     await run.r.until('first look at stable', (r) => r.count('stableRolledOut') >= 1);
@@ -182,6 +183,39 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.equal(run.r.count('removeCanary'), 1);
     assert.equal(run.r.last()?.phase, 'RolledBack');
     assert.match(run.r.last()?.message ?? '', /the rollout was cancelled/);
+  });
+
+  it('an abort moves all traffic to stable, lets the canary\'s pods drain on a durable timer, then removes them; a canary no request reached goes at once', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 40 }, { kind: 'pause', ms: null }], canaryDrainMs: 2000 }));
+    await run.r.until('paused', paused);
+    await control(run, 'abort', 'dan');
+    assert.equal((await finish(run)).phase, 'Aborted');
+    assert.deepEqual(run.r.calls.filter((c) => c.name === 'removeCanary').map((c) => c.input['routeOnly'] === true), [true, false], 'traffic first, the pods after');
+    const drainingStatus = run.r.statuses.find((st) => /the canary's pods go in 2s/.test(st.message ?? ''));
+    assert.equal(drainingStatus?.weight, 0, 'status says all traffic is on stable while the pods drain');
+    assert.match(drainingStatus?.message ?? '', /^aborting: /);
+    // In the history: the traffic moved, the drain's timer fired, then the canary went.
+    const events = (await run.handle.fetchHistory()).events ?? [];
+    const at = (pattern: RegExp) => events.findIndex((e) => pattern.test(summaryOf(e) ?? ''));
+    const timer = events.find((e) => e.timerStartedEventAttributes && /let proxies follow the switch back for 2s$/.test(summaryOf(e) ?? ''));
+    assert.ok(timer, 'the drain is a durable timer');
+    const fired = events.findIndex((e) => String(e.timerFiredEventAttributes?.timerId ?? '') === String(timer.timerStartedEventAttributes?.timerId));
+    assert.ok(at(/^all traffic to stable; the canary keeps serving/) < fired && fired < at(/^remove the canary:/), 'route, timer fired, remove');
+    await tier.replay(run.handle);
+
+    const early = await start(plan({ steps: [{ kind: 'weight', weight: 0 }, { kind: 'pause', ms: null }], canaryDrainMs: 1500 }));
+    await early.r.until('paused', paused);
+    await control(early, 'abort', 'dan');
+    assert.equal((await finish(early)).phase, 'Aborted');
+    assert.deepEqual(early.r.calls.filter((c) => c.name === 'removeCanary').map((c) => c.input['routeOnly'] === true), [false], 'nothing to drain');
+  });
+
+  it('a promote drains the new version\'s pods after the switch back (canaryDrainMs, for any router)', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 30 }], canaryDrainMs: 2000 }));
+    assert.equal((await finish(run)).phase, 'Promoted');
+    const summaries = ((await run.handle.fetchHistory()).events ?? []).map(summaryOf).filter((x) => x !== undefined);
+    const drain = summaries.findIndex((x) => /let proxies follow the switch back for 2s$/.test(x));
+    assert.ok(drain > summaries.findIndex((x) => /set canary weight 0%/.test(x)) && drain < summaries.findIndex((x) => /^remove the canary$/.test(x)), summaries.join(' | '));
   });
 
   for (const path of ['signal', 'update'] as const) {

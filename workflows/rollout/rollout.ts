@@ -484,9 +484,11 @@ export class Rollout {
     }
     this.awaitingStable = false;
     await this.routeTo(noCanaryRoute);
-    // Proxies learn a Service's new endpoints a moment after the selector changes (kube-proxy, a Gateway's
-    // provider): the new version's pods keep serving until they have, then go.
-    if (this.plan.drainMs) await waitFor(() => false, this.plan.drainMs, `let proxies follow the switch back for ${duration(this.plan.drainMs)}`);
+    // Proxies take a route change a moment after it is written (Envoy, a Gateway's controller, kube-proxy): the new
+    // version's pods keep serving until they have, then go. Plans from before canaryDrainMs drained only here, and
+    // only when routing by Service selector.
+    const drainMs = this.plan.canaryDrainMs ?? this.plan.drainMs;
+    if (drainMs) await waitFor(() => false, drainMs, `let proxies follow the switch back for ${duration(drainMs)}`);
     await this.call('remove the canary', acts.removeCanary, this.canary);
     await this.call('switch the spec\'s canary off', acts.finishCanarySpec, { ...this.ref, plan: this.plan });
     this.undos.clear();
@@ -574,7 +576,26 @@ export class Rollout {
   private undo(kind: UndoKind): { what: string; run: () => Promise<unknown> } {
     if (kind === 'removeCanary') {
       const what = 'remove the canary: all traffic to stable, subset and Deployment removed';
-      return { what, run: () => run(acts.removeCanary, what, this.canary) };
+      // Traffic first, then the pods after the drain, as a promotion does: a proxy that has not taken the switch back
+      // yet still reaches a pod. A canary no request could reach has nothing to drain; rollouts planned before
+      // canaryDrainMs removed it in one step (their histories replay unchanged).
+      const drainMs = this.plan.canaryDrainMs ?? 0;
+      if (drainMs <= 0 || !reachesCanary(this.m.route)) return { what, run: () => run(acts.removeCanary, what, this.canary) };
+      const stop = this.m.position.at === 'compensate' ? this.m.position.stop : undefined;
+      const draining = stop ? `${stop.phase === RolloutPhase.Aborted ? 'aborting' : 'rolling back'}: ${stop.message}` : this.state.message;
+      return {
+        what,
+        run: async () => {
+          await run(acts.removeCanary, 'all traffic to stable; the canary keeps serving while proxies follow', { ...this.canary, routeOnly: true });
+          // Status says where traffic is now (never a weight the routes no longer have) while the pods drain.
+          this.state.weight = 0;
+          this.state.routing = undefined;
+          this.m.route = noCanaryRoute;
+          await this.publish(this.state.phase, `${draining}: all traffic on stable; the canary's pods go in ${duration(drainMs)}, once proxies have followed`);
+          await waitFor(() => false, drainMs, `let proxies follow the switch back for ${duration(drainMs)}`);
+          await run(acts.removeCanary, what, this.canary);
+        },
+      };
     }
     const what = `restore the stable image ${this.plan.stableImage}`;
     return { what, run: () => run(acts.restoreStableImage, what, { ...this.ref, plan: this.plan }) };
