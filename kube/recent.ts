@@ -65,6 +65,8 @@ export class RecentObjects {
    */
   wrote(ref: ObjectRef, answer: KubeObject | null): void {
     const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
+    // A write that took the last finalizer off an object being deleted deleted it: its answer is its last state.
+    if (answer?.metadata?.deletionTimestamp && !(answer.metadata.finalizers as unknown[] | undefined)?.length) answer = null;
     this.written.delete(key);
     if (answer) {
       this.written.add(key);

@@ -103,6 +103,8 @@ export class Watcher {
   private readonly namespacesGoing = new Set<string>();
   /** Applications deleted with their namespace whose finalizer the watcher releases (releaseWithNamespace), by key. */
   private readonly releasing = new Map<string, Obj>();
+  /** Applications whose finalizer the watcher released and whose DELETED event has not arrived yet. */
+  private readonly released = new Set<string>();
   private releasesInFlight = 0;
   private readonly pending = new Map<string, Pending>();
   private readonly ready: string[] = [];
@@ -338,7 +340,9 @@ export class Watcher {
       this.opts.recent?.remember(obj);
       this.appViews.set(key, metricsView(obj));
     }
-    const reason = changeReason(before, now, { type, initialSync: this.initialSync });
+    // A DELETED event carries the object as last stored (etcd's previous value), our finalizer included when the
+    // watcher's own release let it go: for one it released, the deletion is news its workflow has yet to hear.
+    const reason = type === 'delete' && this.released.delete(key) ? 'deleted' : changeReason(before, now, { type, initialSync: this.initialSync });
     // At start, a settled Application waits for its children to be listed (settleStartup) instead of a pass.
     const settled = reason === 'resync' && this.startup ? settledRecord(obj as Parameters<typeof settledRecord>[0]) : null;
     if (settled) this.startup!.set(key, settled);
@@ -380,9 +384,13 @@ export class Watcher {
       const log = this.opts.log.child({ namespace: ref.namespace, name: ref.name });
       this.opts.kube.mergePatch(ref, finalizerRelease(obj.metadata))
         .then(
-          // Its workflow is signalled by the deletion this release lets through (onApplication: a deleted Application
-          // without our finalizer), by which time the watch has seen it go: the pass finds it gone without a read.
-          () => log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children'),
+          // Its workflow is signalled by the deletion this release lets through (onApplication), by which time the
+          // watch has seen it go: the pass finds it gone without a read. If the watch delivered it first, now.
+          () => {
+            log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children');
+            if (this.apps.has(key)) this.released.add(key);
+            else this.enqueue(`app:${key}`, 'deleted', undefined, { signalOnly: true, namespaceGoing: true });
+          },
           (err: unknown) => {
             log.info({ err: errMessage(err) }, 'could not release the finalizer of an Application deleted with its namespace; its workflow will');
             this.enqueue(`app:${key}`, 'deleted', undefined, { namespaceGoing: true });

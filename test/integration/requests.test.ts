@@ -111,9 +111,14 @@ describe('requests per create', () => {
       // Each workflow's pass finds its Application gone in what the watch saw: no read of it.
       assert.equal(made('GET myapp.example.com/applications'), 0, all);
       const client = await temporalClient();
+      // Told by the deletion's watch event, which comes before the namespace is gone: each ends about then.
       for (const name of names) {
-        const wf = await client.workflow.getHandle(`application/${ns.name}/${name}`).describe();
-        assert.equal(wf.status.name, 'COMPLETED', `${name}'s workflow`);
+        const handle = client.workflow.getHandle(`application/${ns.name}/${name}`);
+        const status = await eventually(`${name}'s workflow ended`, async () => {
+          const s = (await handle.describe()).status.name;
+          return s === 'RUNNING' ? undefined : s;
+        }, { timeoutMs: 30_000 }).catch(async () => (await handle.describe()).status.name);
+        assert.equal(status, 'COMPLETED', `${name}'s workflow`);
       }
       // No rollout in flight: the watcher released each finalizer itself; each workflow's pass found its Application gone.
       const released = (await op.logs()).split('\n').filter((l) => l.includes('"msg":"released the finalizer: the namespace is being deleted'));

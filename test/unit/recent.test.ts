@@ -110,6 +110,11 @@ describe('RecentObjects', () => {
     recent.wrote(hpa, null);
     assert.equal(recent.mayExist(hpa), undefined, 'deleted here');
     recent.wrote(hpa, { ...hpa, metadata: { name: 'web', namespace: 'prod', resourceVersion: '6' } });
+    // A write that took the last finalizer off an object being deleted: the answer is its last state, it is gone.
+    recent.wrote(hpa, { ...hpa, metadata: { name: 'web', namespace: 'prod', resourceVersion: '7', deletionTimestamp: '2026-12-05T00:00:00Z', finalizers: [] } });
+    assert.equal(recent.mayExist(hpa), undefined, 'its last finalizer released here: deleted');
+    recent.wrote(hpa, { ...hpa, metadata: { name: 'web', namespace: 'prod', resourceVersion: '8', deletionTimestamp: '2026-12-05T00:00:00Z', finalizers: ['other'] } });
+    assert.equal(recent.mayExist(hpa), true, 'another finalizer holds it');
     recent.forget(hpa);
     assert.equal(recent.mayExist(hpa), undefined, 'forgotten (the watch saw it go, or a write conflicted): the watch says again');
     const seen = new Set<string>();

@@ -192,7 +192,8 @@ describe('Watcher coalescing', () => {
       assert.deepEqual(patches, [{ path: '/apis/myapp.example.com/v1/namespaces/ns/applications/shop', body: { metadata: { resourceVersion: '9', finalizers: [] } } }]);
       await new Promise((r) => setTimeout(r, 300));
       assert.equal(signals.length, 2, 'the workflow is told once the watch has seen the Application go, not before');
-      send('/applications', 'DELETED', { ...deleting, metadata: { ...deleting.metadata, resourceVersion: '10', finalizers: [] } });
+      // The DELETED event carries the object as last stored (etcd's previous value): our finalizer still on it.
+      send('/applications', 'DELETED', deleting);
       await eventually('the deletion signalled', () => Promise.resolve(signals.length >= 3 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
       await new Promise((r) => setTimeout(r, 500));
       assert.deepEqual(signals.slice(2), [{ reason: 'deleted', namespaceGoing: true }], 'one signal: the deletion, saying the namespace goes');
