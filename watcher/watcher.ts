@@ -85,8 +85,8 @@ type Obj = KubeObject & {
 
 /**
  * Translates Kubernetes events into workflow messages: one signal-with-start per Application per burst of events.
- * Its one write: the finalizer of an Application deleted with its namespace and no rollout in flight, which has
- * nothing left to do (releaseWithNamespace). Each collection is listed and watched by a Reflector, which resumes from its last
+ * Its one write: the finalizer of an Application in a namespace being deleted and no rollout in flight, which has
+ * nothing left to do (releaseAhead, releaseWithNamespace). Each collection is listed and watched by a Reflector, which resumes from its last
  * resourceVersion after an error (and relists when that expired), so no event is lost across a restart.
  */
 export class Watcher {
@@ -102,7 +102,8 @@ export class Watcher {
   /** Namespaces being deleted: the namespace controller deletes everything in them, so what it deletes is no drift. */
   private readonly namespacesGoing = new Set<string>();
   /** Applications deleted with their namespace whose finalizer the watcher releases (releaseWithNamespace), by key. */
-  private readonly releasing = new Map<string, Obj>();
+  /** Finalizers to release: of an Application deleted with its namespace, or (ahead) of one whose namespace goes. */
+  private readonly releasing = new Map<string, { obj: Obj; ahead: boolean }>();
   /** Applications whose finalizer the watcher released and whose DELETED event has not arrived yet. */
   private readonly released = new Set<string>();
   private releasesInFlight = 0;
@@ -371,13 +372,33 @@ export class Watcher {
    * finalizes as it always does (and, told the namespace goes, leaves the children to it).
    */
   private releaseWithNamespace(key: string, obj: Obj): void {
-    this.releasing.set(key, obj);
+    this.releasing.set(key, { obj, ahead: false });
+    this.pumpReleases();
+  }
+
+  /**
+   * A namespace is being deleted: its Applications will be, and none can be created in it again. The finalizers of
+   * those with no rollout in flight are released now, while the namespace controller deletes pods, ReplicaSets and
+   * Deployments first, instead of one by one once it reaches the Applications (a namespace of 1,000 waited 24 s more
+   * for that). Only those whose whole object is in hand and current; the others are released as before, when their
+   * deletion arrives. A pass that runs meanwhile (a spec change) puts the finalizer back, and then that path
+   * releases it; a release refused because the Application changed (a 409) leaves it to that path too.
+   */
+  private releaseAhead(namespace: string): void {
+    const recent = this.opts.recent;
+    if (!recent) return;
+    for (const [key, app] of this.apps) {
+      if (!key.startsWith(`${namespace}/`) || !app.finalizer || app.deleting || this.releasing.has(key)) continue;
+      const obj = recent.current<Obj>({ apiVersion: API_VERSION, kind: KIND, namespace, name: key.slice(namespace.length + 1) });
+      if (!obj || rolloutInFlight(obj.status) || obj.metadata.resourceVersion !== app.resourceVersion) continue;
+      this.releasing.set(key, { obj, ahead: true });
+    }
     this.pumpReleases();
   }
 
   private pumpReleases(): void {
     while (this.releasesInFlight < this.opts.maxInFlight && this.releasing.size > 0 && !this.stopped) {
-      const [key, obj] = this.releasing.entries().next().value as [string, Obj];
+      const [key, { obj, ahead }] = this.releasing.entries().next().value as [string, { obj: Obj; ahead: boolean }];
       this.releasing.delete(key);
       this.releasesInFlight++;
       const ref = { apiVersion: API_VERSION, kind: KIND, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
@@ -388,10 +409,15 @@ export class Watcher {
           // watch has seen it go: the pass finds it gone without a read. If the watch delivered it first, now.
           () => {
             log.info('released the finalizer: the namespace is being deleted, and its controller deletes the children');
+            if (ahead) return; // not deleted yet: its DELETED event, without our finalizer, signals the workflow
             if (this.apps.has(key)) this.released.add(key);
             else this.enqueue(`app:${key}`, 'deleted', undefined, { signalOnly: true, namespaceGoing: true });
           },
           (err: unknown) => {
+            if (ahead) {
+              log.debug({ err: errMessage(err) }, 'could not release the finalizer ahead of the namespace controller; it is released when the Application\'s deletion arrives');
+              return;
+            }
             log.info({ err: errMessage(err) }, 'could not release the finalizer of an Application deleted with its namespace; its workflow will');
             this.enqueue(`app:${key}`, 'deleted', undefined, { namespaceGoing: true });
           },
@@ -405,8 +431,11 @@ export class Watcher {
 
   private onNamespace(type: WatchEvent['type'], obj: Obj): void {
     const name = obj.metadata.name;
-    if (type !== 'delete' && obj.metadata.deletionTimestamp) this.namespacesGoing.add(name);
-    else this.namespacesGoing.delete(name);
+    if (type !== 'delete' && obj.metadata.deletionTimestamp) {
+      if (this.namespacesGoing.has(name)) return;
+      this.namespacesGoing.add(name);
+      this.releaseAhead(name);
+    } else this.namespacesGoing.delete(name);
   }
 
   private onRelease(type: WatchEvent['type'], obj: Obj): void {

@@ -6,6 +6,7 @@ import type { ServerResponse } from 'node:http';
 import { describe, test } from 'node:test';
 import { API_VERSION, KIND } from '../../api/constants.ts';
 import { Kube } from '../../kube/client.ts';
+import { RecentObjects } from '../../kube/recent.ts';
 import { eventually } from '../../lib/poll.ts';
 import { createLogger } from '../../operator/log.ts';
 import { Watcher } from '../../watcher/watcher.ts';
@@ -15,6 +16,74 @@ import { fakeApiServer } from '../fixtures/fake-api-server.ts';
 const app = (generation: number, rv: number) => ({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'shop', namespace: 'ns', generation, resourceVersion: String(rv), uid: 'u1' } });
 
 describe('Watcher coalescing', () => {
+  test('a namespace marked for deletion: its Applications\' finalizers are released ahead, except one with a rollout in flight', async () => {
+    const watches = new Map<string, ServerResponse>();
+    const patches: { path: string; body: unknown }[] = [];
+    const fin = ['myapp.example.com/finalizer'];
+    const shop = (rv: number, finalizers = fin) => ({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'shop', namespace: 'ns', generation: 1, resourceVersion: String(rv), uid: 'u1', finalizers }, status: { phase: 'Running' } });
+    const cart = { apiVersion: API_VERSION, kind: KIND, metadata: { name: 'cart', namespace: 'ns', generation: 1, resourceVersion: '2', uid: 'u2', finalizers: fin }, status: { canary: { phase: 'Progressing' } } };
+    const namespace = (deleting: boolean, rv: number) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', resourceVersion: String(rv), ...(deleting ? { deletionTimestamp: '2026-12-05T00:00:00Z' } : {}) } });
+    const api = await fakeApiServer((req, res, url) => {
+      res.setHeader('Content-Type', 'application/json');
+      if (req.method === 'PATCH') {
+        let body = '';
+        req.on('data', (c: Buffer) => { body += c.toString(); });
+        req.on('end', () => {
+          patches.push({ path: url.pathname, body: JSON.parse(body) as unknown });
+          res.end(JSON.stringify(shop(10, [])));
+        });
+        return;
+      }
+      if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
+        res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
+        return;
+      }
+      if (url.searchParams.get('watch') !== '1') {
+        const items = url.pathname.endsWith('/applications') ? [shop(1), cart] : url.pathname === '/api/v1/namespaces' ? [namespace(false, 3)] : [];
+        res.end(JSON.stringify({ items, metadata: { resourceVersion: '3' } }));
+        return;
+      }
+      res.writeHead(200);
+      watches.set(url.pathname, res);
+    });
+    const signals: ChangeSignal[] = [];
+    const record = (sig: ChangeSignal) => {
+      signals.push(sig);
+      return Promise.resolve();
+    };
+    const temporal = {
+      workflow: {
+        signalWithStart: (_type: string, o: { signalArgs: [ChangeSignal] }) => record(o.signalArgs[0]),
+        getHandle: () => ({ signal: (_s: unknown, arg: ChangeSignal) => record(arg) }),
+      },
+    } as unknown as Client;
+    const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: 200, recent: new RecentObjects(), log: createLogger('silent') });
+    const send = (end: string, type: string, obj: unknown) => [...watches.entries()].find(([k]) => k.endsWith(end))![1].write(`${JSON.stringify({ type, object: obj })}\n`);
+    try {
+      await watcher.start();
+      await eventually('watching', () => Promise.resolve(['/applications', '/v1/namespaces'].every((end) => [...watches.keys()].some((k) => k.endsWith(end))) ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      await new Promise((r) => setTimeout(r, 500));
+      const before = signals.length;
+      assert.equal(patches.length, 0, 'nothing released while the namespace stays');
+      send('/v1/namespaces', 'MODIFIED', namespace(true, 4));
+      await eventually('shop\'s finalizer released', () => Promise.resolve(patches.length === 1 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.deepEqual(patches, [{ path: '/apis/myapp.example.com/v1/namespaces/ns/applications/shop', body: { metadata: { resourceVersion: '1', finalizers: [] } } }],
+        'released on the version in hand, before the namespace controller reaches it; cart\'s rollout keeps its finalizer');
+      // The release's own echo changes nothing; the deletion, which no finalizer holds now, is the workflow's news.
+      send('/applications', 'MODIFIED', shop(10, []));
+      await new Promise((r) => setTimeout(r, 400));
+      assert.equal(signals.length, before, 'no signal for the release');
+      send('/applications', 'DELETED', shop(10, []));
+      await eventually('the deletion signalled', () => Promise.resolve(signals.length === before + 1 ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
+      assert.deepEqual(signals[before], { reason: 'deleted', namespaceGoing: true });
+      await new Promise((r) => setTimeout(r, 300));
+      assert.equal(patches.length, 1, 'one release, not a second when the deletion arrives');
+    } finally {
+      await watcher.stop();
+      await api.close();
+    }
+  });
+
   test('the first change after a quiet spell is signalled at once; a burst within the window becomes one more signal', async () => {
     let appWatch: ServerResponse | undefined;
     const api = await fakeApiServer((_req, res, url) => {
