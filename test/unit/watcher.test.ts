@@ -15,50 +15,61 @@ import { fakeApiServer } from '../fixtures/fake-api-server.ts';
 
 const app = (generation: number, rv: number) => ({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'shop', namespace: 'ns', generation, resourceVersion: String(rv), uid: 'u1' } });
 
+const namespace = (deleting: boolean, rv: number) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', resourceVersion: String(rv), ...(deleting ? { deletionTimestamp: '2026-12-03T00:00:00Z' } : {}) } });
+
+/**
+ * A watcher of namespace `ns` against a fake API server that lists `applications` (and the namespace, not being
+ * deleted, at `listVersion`), records PATCHes (answered with `patchAnswer`) and the signals to Temporal; `send`
+ * writes a watch event on the watch whose path ends with `end`.
+ */
+async function namespaceScenario(o: { applications: unknown[]; patchAnswer: unknown; listVersion: number; recent?: RecentObjects }) {
+  const watches = new Map<string, ServerResponse>();
+  const patches: { path: string; body: unknown }[] = [];
+  const api = await fakeApiServer((req, res, url) => {
+    res.setHeader('Content-Type', 'application/json');
+    if (req.method === 'PATCH') {
+      let body = '';
+      req.on('data', (c: Buffer) => { body += c.toString(); });
+      req.on('end', () => {
+        patches.push({ path: url.pathname, body: JSON.parse(body) as unknown });
+        res.end(JSON.stringify(o.patchAnswer));
+      });
+      return;
+    }
+    if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
+      res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
+      return;
+    }
+    if (url.searchParams.get('watch') !== '1') {
+      const items = url.pathname.endsWith('/applications') ? o.applications : url.pathname === '/api/v1/namespaces' ? [namespace(false, o.listVersion)] : [];
+      res.end(JSON.stringify({ items, metadata: { resourceVersion: String(o.listVersion) } }));
+      return;
+    }
+    res.writeHead(200);
+    watches.set(url.pathname, res);
+  });
+  const signals: ChangeSignal[] = [];
+  const record = (sig: ChangeSignal) => {
+    signals.push(sig);
+    return Promise.resolve();
+  };
+  const temporal = {
+    workflow: {
+      signalWithStart: (_type: string, w: { signalArgs: [ChangeSignal] }) => record(w.signalArgs[0]),
+      getHandle: () => ({ signal: (_s: unknown, arg: ChangeSignal) => record(arg) }),
+    },
+  } as unknown as Client;
+  const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: 200, ...(o.recent ? { recent: o.recent } : {}), log: createLogger('silent') });
+  const send = (end: string, type: string, obj: unknown) => [...watches.entries()].find(([k]) => k.endsWith(end))![1].write(`${JSON.stringify({ type, object: obj })}\n`);
+  return { api, watches, patches, signals, watcher, send };
+}
+
 describe('Watcher coalescing', () => {
   test('a namespace marked for deletion: its Applications\' finalizers are released ahead, except one with a rollout in flight', async () => {
-    const watches = new Map<string, ServerResponse>();
-    const patches: { path: string; body: unknown }[] = [];
     const fin = ['myapp.example.com/finalizer'];
     const shop = (rv: number, finalizers = fin) => ({ apiVersion: API_VERSION, kind: KIND, metadata: { name: 'shop', namespace: 'ns', generation: 1, resourceVersion: String(rv), uid: 'u1', finalizers }, status: { phase: 'Running' } });
     const cart = { apiVersion: API_VERSION, kind: KIND, metadata: { name: 'cart', namespace: 'ns', generation: 1, resourceVersion: '2', uid: 'u2', finalizers: fin }, status: { canary: { phase: 'Progressing' } } };
-    const namespace = (deleting: boolean, rv: number) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', resourceVersion: String(rv), ...(deleting ? { deletionTimestamp: '2026-12-05T00:00:00Z' } : {}) } });
-    const api = await fakeApiServer((req, res, url) => {
-      res.setHeader('Content-Type', 'application/json');
-      if (req.method === 'PATCH') {
-        let body = '';
-        req.on('data', (c: Buffer) => { body += c.toString(); });
-        req.on('end', () => {
-          patches.push({ path: url.pathname, body: JSON.parse(body) as unknown });
-          res.end(JSON.stringify(shop(10, [])));
-        });
-        return;
-      }
-      if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
-        res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
-        return;
-      }
-      if (url.searchParams.get('watch') !== '1') {
-        const items = url.pathname.endsWith('/applications') ? [shop(1), cart] : url.pathname === '/api/v1/namespaces' ? [namespace(false, 3)] : [];
-        res.end(JSON.stringify({ items, metadata: { resourceVersion: '3' } }));
-        return;
-      }
-      res.writeHead(200);
-      watches.set(url.pathname, res);
-    });
-    const signals: ChangeSignal[] = [];
-    const record = (sig: ChangeSignal) => {
-      signals.push(sig);
-      return Promise.resolve();
-    };
-    const temporal = {
-      workflow: {
-        signalWithStart: (_type: string, o: { signalArgs: [ChangeSignal] }) => record(o.signalArgs[0]),
-        getHandle: () => ({ signal: (_s: unknown, arg: ChangeSignal) => record(arg) }),
-      },
-    } as unknown as Client;
-    const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: 200, recent: new RecentObjects(), log: createLogger('silent') });
-    const send = (end: string, type: string, obj: unknown) => [...watches.entries()].find(([k]) => k.endsWith(end))![1].write(`${JSON.stringify({ type, object: obj })}\n`);
+    const { api, watches, patches, signals, watcher, send } = await namespaceScenario({ applications: [shop(1), cart], patchAnswer: shop(10, []), listVersion: 3, recent: new RecentObjects() });
     try {
       await watcher.start();
       await eventually('watching', () => Promise.resolve(['/applications', '/v1/namespaces'].every((end) => [...watches.keys()].some((k) => k.endsWith(end))) ? true : undefined), { timeoutMs: 5000, intervalMs: 10 });
@@ -186,48 +197,11 @@ describe('Watcher coalescing', () => {
   });
 
   test('in a namespace being deleted, children going are no drift, the watcher releases the finalizer, and the deletion signal says the namespace goes', async () => {
-    const watches = new Map<string, ServerResponse>();
-    const patches: { path: string; body: unknown }[] = [];
-    const namespace = (deleting: boolean, rv: number) => ({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'ns', resourceVersion: String(rv), ...(deleting ? { deletionTimestamp: '2026-12-03T00:00:00Z' } : {}) } });
-    const api = await fakeApiServer((req, res, url) => {
-      res.setHeader('Content-Type', 'application/json');
-      if (req.method === 'PATCH') {
-        let body = '';
-        req.on('data', (c: Buffer) => { body += c.toString(); });
-        req.on('end', () => {
-          patches.push({ path: url.pathname, body: JSON.parse(body) as unknown });
-          res.end(JSON.stringify(app(1, 10)));
-        });
-        return;
-      }
-      if (!url.pathname.includes('/namespaces/') && !url.pathname.endsWith('/namespaces')) {
-        res.end(JSON.stringify({ resources: [{ name: 'services' }, { name: 'deployments' }] }));
-        return;
-      }
-      if (url.searchParams.get('watch') !== '1') {
-        const items = url.pathname.endsWith('/applications') ? [{ ...app(1, 1), metadata: { ...app(1, 1).metadata, finalizers: ['myapp.example.com/finalizer'] } }]
-          : url.pathname === '/api/v1/namespaces' ? [namespace(false, 1)] : [];
-        res.end(JSON.stringify({ items, metadata: { resourceVersion: '1' } }));
-        return;
-      }
-      res.writeHead(200);
-      watches.set(url.pathname, res);
+    const { api, watches, patches, signals, watcher, send } = await namespaceScenario({
+      applications: [{ ...app(1, 1), metadata: { ...app(1, 1).metadata, finalizers: ['myapp.example.com/finalizer'] } }], patchAnswer: app(1, 10), listVersion: 1,
     });
-    const signals: ChangeSignal[] = [];
-    const record = (s: ChangeSignal) => {
-      signals.push(s);
-      return Promise.resolve();
-    };
-    const temporal = {
-      workflow: {
-        signalWithStart: (_type: string, o: { signalArgs: [ChangeSignal] }) => record(o.signalArgs[0]),
-        getHandle: () => ({ signal: (_s: unknown, arg: ChangeSignal) => record(arg) }),
-      },
-    } as unknown as Client;
-    const watcher = new Watcher({ kube: new Kube(api.kc), temporal, taskQueue: 'q', namespaces: ['ns'], coalesceMs: 200, log: createLogger('silent') });
     const owned = { ownerReferences: [{ apiVersion: API_VERSION, kind: KIND, name: 'shop', uid: 'u1', controller: true }] };
     const child = (apiVersion: string, kind: string, rv: number) => ({ apiVersion, kind, metadata: { name: 'shop', namespace: 'ns', generation: 1, resourceVersion: String(rv), uid: `${kind}-u`, ...owned } });
-    const send = (end: string, type: string, obj: unknown) => [...watches.entries()].find(([k]) => k.endsWith(end))![1].write(`${JSON.stringify({ type, object: obj })}\n`);
     try {
       await watcher.start();
       await eventually('watching', () => Promise.resolve(
