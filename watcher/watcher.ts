@@ -390,7 +390,7 @@ export class Watcher {
     for (const [key, app] of this.apps) {
       if (!key.startsWith(`${namespace}/`) || !app.finalizer || app.deleting || this.releasing.has(key)) continue;
       const obj = recent.current<Obj>({ apiVersion: API_VERSION, kind: KIND, namespace, name: key.slice(namespace.length + 1) });
-      if (!obj || rolloutInFlight(obj.status) || obj.metadata.resourceVersion !== app.resourceVersion) continue;
+      if (!obj || rolloutInFlight(obj.status)) continue;
       this.releasing.set(key, { obj, ahead: true });
     }
     this.pumpReleases();
