@@ -3,6 +3,7 @@ import { API_VERSION, KIND } from '../api/constants.ts';
 import { type KubeObject } from '../kube/client.ts';
 import { collectionPath } from '../kube/resources.ts';
 import { eventually } from '../lib/poll.ts';
+import { finalizerPolicyLabel } from '../stack/stack.ts';
 import { appManifest } from '../testkit/apps.ts';
 import { byResource, byVerb, counterDelta, delta, minus } from './apiserver.ts';
 import type { Ctx } from './context.ts';
@@ -11,8 +12,14 @@ import { pool, progress, retrying } from './util.ts';
 /** N names that sort in creation order: app-00, app-01, ... */
 export const appNames = (n: number, prefix = 'app') => Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(String(n - 1).length, '0')}`);
 
-export async function createNamespace(ctx: Ctx, name: string): Promise<void> {
-  await ctx.kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
+/**
+ * A namespace for the run; one an operator watches (`operator`) is bound to the chart's finalizer policy unless
+ * --no-finalizer-policy, as the chart binds the namespaces it watches. The floor's is not: nothing would release a
+ * finalizer there.
+ */
+export async function createNamespace(ctx: Ctx, name: string, opts: { operator?: boolean } = {}): Promise<void> {
+  const labels = opts.operator && ctx.opts.finalizerPolicy ? { labels: { [finalizerPolicyLabel.key]: finalizerPolicyLabel.value } } : {};
+  await ctx.kube.create({ apiVersion: 'v1', kind: 'Namespace', metadata: { name, ...labels } });
   ctx.api.count('POST');
 }
 

@@ -129,7 +129,7 @@ export async function runLatency(ctx: Ctx): Promise<LatencyResult> {
   const ns = `bench-lat-${id}`;
   const taskQueue = `bench-${id}`;
   const timeoutMs = opts.timeoutSeconds * 1000;
-  await createNamespace(ctx, ns);
+  await createNamespace(ctx, ns, { operator: true });
   const ops = new Operators();
   ctx.cleanups.push(() => ops.stop());
   const appRef = (name: string) => ({ apiVersion: API_VERSION, kind: KIND, namespace: ns, name });

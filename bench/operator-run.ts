@@ -165,7 +165,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
   const ns = `bench-w${workers}-${id}`;
   const taskQueue = `bench-${id}`;
   const label = `${workers} worker${workers > 1 ? 's' : ''}`;
-  await createNamespace(ctx, ns);
+  await createNamespace(ctx, ns, { operator: true });
   const ops = new Operators();
   ctx.cleanups.push(() => ops.stop());
   try {

@@ -37,6 +37,8 @@ export interface Options {
   podDelayMs: number;
   out: string;
   floor: boolean;
+  /** The operator's namespaces are bound to the chart's finalizer policy (the API server adds the finalizer at create). */
+  finalizerPolicy: boolean;
   keepStack: boolean;
   operatorArgs: string[];
 }
@@ -79,6 +81,8 @@ export const usage = `usage: npm run bench -- --apps N [options]
   --pod-delay-ms MS        kwok delay per pod transition (default 100)
   --out DIR                where results go (default results/)
   --no-floor               skip the floor measurement (convergence, delete; the other scenarios have none)
+  --no-finalizer-policy    the operator's namespaces are not bound to the chart's finalizer policy: the operator
+                           adds its finalizer itself (one write more per create), as on a cluster without the policy
   --operator-arg FLAG      extra flag for every operator process (repeatable), e.g. --operator-arg=--coalesce-ms=100
   --keep-stack             leave the stack running (prints its state dir)
   --report FILE            print the tables of an earlier results/bench-*.json again (no stack is started)`;
@@ -103,6 +107,7 @@ export function parseOptions(argv: string[]): Command {
       'pod-delay-ms': { type: 'string', default: '100' },
       out: { type: 'string', default: join(root, 'results') },
       'no-floor': { type: 'boolean', default: false },
+      'no-finalizer-policy': { type: 'boolean', default: false },
       'operator-arg': { type: 'string', multiple: true, default: [] },
       'keep-stack': { type: 'boolean', default: false },
       report: { type: 'string' },
@@ -150,6 +155,7 @@ export function parseOptions(argv: string[]): Command {
       podDelayMs: int('pod-delay-ms', values['pod-delay-ms'], 0),
       out: resolve(values.out),
       floor: (scenario === 'convergence' || scenario === 'delete') && !values['no-floor'],
+      finalizerPolicy: !values['no-finalizer-policy'],
       keepStack: values['keep-stack'],
       operatorArgs: values['operator-arg'],
     },

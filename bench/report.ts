@@ -272,7 +272,7 @@ export function printReport(rep: Report): void {
   out.push(`command:  ${rep.command}`);
   const ran = rep.latency ? [{ label: 'the operator', hash: rep.latency.sourceHash }] : runs.map((r) => ({ label: `${r.workers}w`, hash: r.sourceHash }));
   if (rep.code) out.push(`code:     commit ${rep.code.commit}${rep.code.uncommitted.length ? ` + uncommitted: ${rep.code.uncommitted.join(', ')}` : ''}; operator sources ${rep.code.bundleSource} at bundling${ran.some((r) => r.hash !== rep.code.bundleSource) ? `; CHANGED during the benchmark: ${ran.map((r) => `${r.label} ran ${r.hash}`).join(', ')}` : ', unchanged for every run'}`);
-  out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1${rep.rollouts ? ', serviceMesh.enabled (children: Deployment, Service, VirtualService, DestinationRule)' : ' (children: Deployment + Service)'}`);
+  out.push(`stack:    own stack on free ports, ${opts.nodes} kwok nodes, podDelayMs ${opts.podDelayMs}; apps: image nginx:1.25, replicas 1${rep.rollouts ? ', serviceMesh.enabled (children: Deployment, Service, VirtualService, DestinationRule)' : ' (children: Deployment + Service)'}; finalizer policy ${opts.finalizerPolicy ? 'on (the API server adds the finalizer at create)' : 'off (the operator adds its finalizer)'}`);
   const flags = runs[0]?.operatorFlags ?? rep.latency?.operatorFlags;
   if (flags) out.push(`operator: application-operator run ${flags.filter((f) => !/kubeconfig|address|bundle|metrics-addr|task-queue|namespaces=/.test(f)).join(' ')} (other flags at their defaults)`);
   if (rep.latency || rep.restart || rep.deletion || rep.rollouts) {

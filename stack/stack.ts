@@ -229,6 +229,9 @@ export function controlPlaneSpecs(a: ArtifactPaths, pki: Pki, stateDir: string, 
         // No kubelet mounts tokens here, and nothing would lift the not-ready taint from kwok's nodes.
         '--disable-admission-plugins=ServiceAccount,TaintNodesByCondition',
         '--max-requests-inflight=800', '--max-mutating-requests-inflight=400', '--profiling=false', '--v=0',
+        // MutatingAdmissionPolicy is beta (off by default) in 1.35 and GA from 1.36: the chart's finalizer policy
+        // (deploy/admission/) needs it.
+        '--feature-gates=MutatingAdmissionPolicy=true', '--runtime-config=admissionregistration.k8s.io/v1beta1=true',
       ],
     },
     'kube-controller-manager': {
@@ -733,6 +736,30 @@ export async function prepareCluster(info: Pick<StackInfo, 'kubeconfig'>, opts: 
   await kubectl(info, ['wait', '--for=condition=Ready', 'node', '--all', '--timeout=120s'], undefined, signal);
   await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], JSON.stringify(storageClassManifest), signal);
   await installCrds(info, signal);
+  await installFinalizerPolicy(info, signal);
+}
+
+/**
+ * The label of the namespaces where the stack's binding of the chart's finalizer policy applies (the policy puts the
+ * operator's finalizer on Applications and Releases as they are created). Not every namespace: most tests start an
+ * operator that watches only its own namespace, and some create Applications no operator ever watches, whose
+ * deletion a finalizer would hold.
+ */
+export const finalizerPolicyLabel = { key: 'application-operator.test/finalizer-policy', value: 'bound' } as const;
+
+/**
+ * The chart's finalizer policy (deploy/admission/finalizer-policy.yaml, in the v1beta1 this Kubernetes serves) and a
+ * binding of the stack's own, to the namespaces labelled finalizerPolicyLabel.
+ */
+export async function installFinalizerPolicy(info: Pick<StackInfo, 'kubeconfig'>, signal?: AbortSignal): Promise<void> {
+  const apiVersion = 'admissionregistration.k8s.io/v1beta1';
+  const [policy] = parseAllDocuments(await readFile(join(repoRoot, 'deploy', 'admission', 'finalizer-policy.yaml'), 'utf8')).map((d) => d.toJS() as { metadata: { name: string } });
+  if (!policy) throw new Error('deploy/admission/finalizer-policy.yaml holds no policy');
+  const binding = {
+    apiVersion, kind: 'MutatingAdmissionPolicyBinding', metadata: { name: policy.metadata.name },
+    spec: { policyName: policy.metadata.name, matchResources: { namespaceSelector: { matchLabels: { [finalizerPolicyLabel.key]: finalizerPolicyLabel.value } } } },
+  };
+  await kubectl(info, ['apply', '--server-side', '--force-conflicts', '-f', '-'], [{ ...policy, apiVersion }, binding].map((d) => stringify(d)).join('---\n'), signal);
 }
 
 /** The Temporal dev server's arguments with the UI pointed at a codec server ('' for none) instead of any earlier one. */

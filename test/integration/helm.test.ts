@@ -17,6 +17,7 @@ import { operatorConfig, withOperatorOptions, type OperatorConfig } from '../../
 import { kube, testNamespace, waitForObject, type Json } from '../../testkit/apps.ts';
 import { testEnv } from '../../testkit/env.ts';
 import { tracingConfig } from '../../operator/tracing.ts';
+import { FINALIZER, GROUP, PLURAL, RELEASE_PLURAL } from '../../api/constants.ts';
 
 /** Every value of values.yaml set to something other than its default (checked below against values.yaml's keys). */
 const allValues = {
@@ -32,6 +33,7 @@ const allValues = {
   },
   payloadEncryption: { secretName: 'payload-keys', key: 'keys.txt' },
   watchNamespaces: ['team-a', 'team-b'],
+  finalizerPolicy: { enabled: true, apiVersion: 'admissionregistration.k8s.io/v1beta1', namespaceSelector: { matchLabels: { 'example.com/operated': 'yes' } } },
   leaderElection: { enabled: true },
   fleet: { enabled: true, probeSeconds: 45 },
   logLevel: 'debug',
@@ -177,7 +179,8 @@ describe('the Helm chart', () => {
 
   it('lints, at default values and with every value set', async () => {
     await runHelm(['lint', '--strict', chartDir]);
-    await runHelm(['lint', '--strict', chartDir, '-f', await valuesFile('all', allValues)]);
+    // In the GA version: --strict fails on v1beta1's deprecation (the dry run below needs v1beta1, which 1.35 serves).
+    await runHelm(['lint', '--strict', chartDir, '-f', await valuesFile('all', allValues), '--set', 'finalizerPolicy.apiVersion=admissionregistration.k8s.io/v1']);
   });
 
   it('covers every value of values.yaml: the all-values case sets it, and values.schema.json describes it', async () => {
@@ -224,7 +227,7 @@ describe('the Helm chart', () => {
   it('renders every optional value where the operator reads it, and every object passes the API server\'s validation', async () => {
     const objects = await render(ns.name, ['-f', await valuesFile('all', allValues)]);
     assert.deepEqual(objects.map((o) => o.kind).sort(), [
-      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'PrometheusRule', 'Role', 'Role', 'RoleBinding', 'RoleBinding', 'Service', 'ServiceAccount', 'ServiceMonitor',
+      'ClusterRole', 'ClusterRoleBinding', 'ConfigMap', 'Deployment', 'MutatingAdmissionPolicy', 'MutatingAdmissionPolicyBinding', 'PrometheusRule', 'Role', 'Role', 'RoleBinding', 'RoleBinding', 'Service', 'ServiceAccount', 'ServiceMonitor',
     ]);
     const d = one(objects, 'Deployment');
     const pod = d.spec.template.spec;
@@ -282,8 +285,28 @@ describe('the Helm chart', () => {
     assert.deepEqual(fleet.rules, [{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'patch'] }]);
     assert.equal(fleet.metadata.namespace, ns.name);
 
+    // The finalizer policy: the operator's finalizer, on creates of the API's kinds, where the selector says.
+    const policy = one(objects, 'MutatingAdmissionPolicy');
+    assert.equal(policy.apiVersion, allValues.finalizerPolicy.apiVersion);
+    assert.deepEqual(policy.spec.matchConstraints.resourceRules, [{ apiGroups: [GROUP], apiVersions: ['*'], operations: ['CREATE'], resources: [PLURAL, RELEASE_PLURAL] }]);
+    assert.match(policy.spec.mutations[0].applyConfiguration.expression, new RegExp(`finalizers: \\["${FINALIZER}"\\]`));
+    const policyBinding = one(objects, 'MutatingAdmissionPolicyBinding');
+    assert.deepEqual([policyBinding.spec.policyName, policyBinding.spec.matchResources.namespaceSelector], [policy.metadata.name, allValues.finalizerPolicy.namespaceSelector]);
+
     const names = (await dryRun(objects)).trim().split('\n');
     assert.equal(names.length, objects.length, names.join('\n'));
+  });
+
+  it('binds the finalizer policy to the watched namespaces, and renders none without a version the cluster serves', async () => {
+    const ga = ['--api-versions', 'admissionregistration.k8s.io/v1/MutatingAdmissionPolicy'];
+    const watched = await render(ns.name, [...ga, '--set', 'watchNamespaces={team-a,team-b}']);
+    assert.equal(one(watched, 'MutatingAdmissionPolicy').apiVersion, 'admissionregistration.k8s.io/v1');
+    assert.deepEqual(one(watched, 'MutatingAdmissionPolicyBinding').spec.matchResources, {
+      namespaceSelector: { matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['team-a', 'team-b'] }] },
+    });
+    assert.equal(one(await render(ns.name, ga), 'MutatingAdmissionPolicyBinding').spec.matchResources, undefined, 'all namespaces when all are watched');
+    assert.equal((await render(ns.name, [...ga, '--set', 'finalizerPolicy.enabled=false'])).filter((o) => String(o.kind).startsWith('MutatingAdmission')).length, 0);
+    assert.equal((await render(ns.name)).filter((o) => String(o.kind).startsWith('MutatingAdmission')).length, 0, 'helm template knows no cluster: no version served');
   });
 
   it('control: the ServiceMonitor and PrometheusRule CRDs reject a field they do not know, so the dry run above can fail', async () => {
@@ -314,8 +337,14 @@ describe('the Helm chart', () => {
     const fullname = `${release}-application-operator`;
     try {
       // Any image but the stack's misbehaving test images becomes Ready on kwok's fake nodes.
+      // The finalizer policy bound to the install's own namespace only: bound to all, it would put finalizers on the
+      // Applications of every other test, and this Deployment (no operator on kwok) would never release them.
       await runHelm(['install', release, chartDir, '--namespace', installNs.name,
-        '--set', 'image.repository=registry.example/application-operator', '--set', 'image.tag=helm-test', '--set', 'replicas=2']);
+        '--set', 'image.repository=registry.example/application-operator', '--set', 'image.tag=helm-test', '--set', 'replicas=2',
+        '--set-json', `finalizerPolicy.namespaceSelector={"matchLabels":{"kubernetes.io/metadata.name":"${installNs.name}"}}`]);
+      // helm asks the cluster which version it serves the policy in: this Kubernetes (1.35) serves v1beta1.
+      const policy = await kubeGet('mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `${fullname}-finalizer`);
+      assert.equal(policy?.apiVersion, 'admissionregistration.k8s.io/v1beta1', 'the finalizer policy installed in the version the cluster serves');
       const clusterRole = await kubeGet('clusterrole', fullname);
       assert.ok(clusterRole, `ClusterRole ${fullname} installed`);
       const expected = (parse(await readFile(join(deployDir, 'clusterrole.yaml'), 'utf8')) as Json).rules;
@@ -332,6 +361,7 @@ describe('the Helm chart', () => {
       for (const [kind, name, namespace] of [
         ['clusterrole', fullname], ['clusterrolebinding', fullname], ['deployment', fullname, installNs.name],
         ['serviceaccount', fullname, installNs.name], ['service', `${fullname}-metrics`, installNs.name], ['role', `${fullname}-leader-election`, installNs.name],
+        ['mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `${fullname}-finalizer`], ['mutatingadmissionpolicybindings.v1beta1.admissionregistration.k8s.io', `${fullname}-finalizer`],
       ] as const) {
         await waitForObject(`${kind} ${name} deleted`, () => kubeGet(kind, name, namespace), (o) => o === null || Boolean(o.metadata.deletionTimestamp), 60_000);
       }
@@ -339,6 +369,7 @@ describe('the Helm chart', () => {
     } finally {
       await runHelm(['uninstall', release, '--namespace', installNs.name, '--ignore-not-found']).catch(() => '');
       for (const kind of ['clusterrolebinding', 'clusterrole']) await kube(['delete', kind, fullname, '--ignore-not-found', '--wait=false']).catch(() => '');
+      for (const kind of ['mutatingadmissionpolicybindings', 'mutatingadmissionpolicies']) await kube(['delete', `${kind}.v1beta1.admissionregistration.k8s.io`, `${fullname}-finalizer`, '--ignore-not-found', '--wait=false']).catch(() => '');
       await installNs.cleanup();
     }
   });

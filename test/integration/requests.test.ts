@@ -12,6 +12,8 @@ import { operatorSuite } from '../../testkit/suite.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 import { rolloutWorkflowId } from '../../workflows/contract.ts';
+import { FINALIZER } from '../../api/constants.ts';
+import { finalizerPolicyLabel } from '../../stack/stack.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
 const root = join(import.meta.dirname, '..', '..');
@@ -177,6 +179,43 @@ describe('requests per create', () => {
     } finally {
       await worker.stop();
       await watcher.stop();
+      await ns.cleanup();
+    }
+  });
+
+  it('with the chart\'s finalizer policy bound to the namespace, the API server puts the finalizer on at create: the operator writes it neither there nor anywhere, and deleting still releases it', async () => {
+    const file = join(dir, 'policy.json');
+    const ns = await testNamespace('requests-policy');
+    const op = await startOperator({ namespaces: [ns.name], logName: 'policy', nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: file } });
+    try {
+      const manifest = (name: string) => JSON.stringify(appManifest(ns.name, name, { image: 'nginx:1.25' }));
+      await kube(['label', 'namespace', ns.name, `${finalizerPolicyLabel.key}=${finalizerPolicyLabel.value}`]);
+      // Admission sees the namespace's label once its informer has: a server-side dry run goes through admission.
+      await eventually('the policy applies in the namespace', async () => {
+        const answer = JSON.parse(await kube(['create', '--dry-run=server', '-o', 'json', '-f', '-'], manifest('probe'))) as Json;
+        return answer.metadata.finalizers?.includes(FINALIZER) ? true : undefined;
+      });
+      const before = await settledCounts(file);
+      const names = ['a', 'b', 'c', 'd'];
+      for (const name of names) {
+        const created = JSON.parse(await kube(['create', '-o', 'json', '-f', '-'], manifest(name))) as Json;
+        assert.deepEqual(created.metadata.finalizers, [FINALIZER], 'the create\'s answer carries the finalizer');
+      }
+      for (const name of names) await waitForPhase(ns.name, name, 'Running');
+      const after = await settledCounts(file);
+      const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+      const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+      assert.equal(made('PATCH myapp.example.com/applications'), 0, `no finalizer patch (${all})`);
+      const writes = Object.keys(after).filter((k) => /^(POST|PUT|PATCH|APPLY|DELETE)/.test(k) && !k.includes('leases')).reduce((n, k) => n + made(k), 0);
+      assert.ok(writes <= names.length * 5, `at most 5 writes per create: ${writes} for ${names.length} (${all})`);
+      // The finalizer is the operator's as much as if it had written it: deleting runs the operator's finalizing.
+      const deleting = await settledCounts(file);
+      await kube(['-n', ns.name, 'delete', 'application', ...names, '--wait=true', '--timeout=60s']);
+      const done = await settledCounts(file);
+      assert.equal((done['PATCH myapp.example.com/applications'] ?? 0) - (deleting['PATCH myapp.example.com/applications'] ?? 0), names.length, 'one finalizer release each');
+      for (const name of names) assert.equal(await getObject('apps/v1', 'Deployment', ns.name, name), null);
+    } finally {
+      await op.stop();
       await ns.cleanup();
     }
   });

@@ -11,6 +11,7 @@ import { promisify } from 'node:util';
 import { parse, parseAllDocuments } from 'yaml';
 import { chartDir, deployDir, generatedFilesOnDisk, helmBinary, kustomizeRelease, renderDeployFiles } from '../../deploy/generate.ts';
 import { artifactPaths } from '../../stack/versions.ts';
+import { FINALIZER } from '../../api/constants.ts';
 
 const exec = promisify(execFile);
 const crdsDir = join(deployDir, '..', 'crds');
@@ -33,8 +34,19 @@ describe('deploy/ is the Helm chart at its default values', () => {
     const generated = await generatedFilesOnDisk();
     // The metrics Service is opt-in for kustomize users (deploy/README.md); Helm installs it by default. The monitoring
     // objects need the Prometheus Operator and Grafana, so they have a kustomization of their own (tested below).
-    const expected = ['../crds', 'namespace.yaml', ...generated.filter((f) => f !== 'metrics-service.yaml' && !f.startsWith('monitoring/'))];
+    const expected = ['../crds', 'namespace.yaml', ...generated.filter((f) => f !== 'metrics-service.yaml' && !f.startsWith('monitoring/') && !f.startsWith('admission/'))];
     assert.deepEqual([...await resourcesOf(join(deployDir, 'kustomization.yaml'))].sort(), expected.sort());
+  });
+
+  test('deploy/admission/ is the chart\'s finalizer policy in its GA version, bound to every namespace, with a kustomization of its own', async () => {
+    // Its own: a cluster without admissionregistration.k8s.io/v1 MutatingAdmissionPolicy (before 1.36) refuses it.
+    const generated = (await generatedFilesOnDisk()).filter((f) => f.startsWith('admission/')).map((f) => f.slice('admission/'.length));
+    assert.deepEqual([...await resourcesOf(join(deployDir, 'admission', 'kustomization.yaml'))].sort(), generated.sort());
+    const { stdout } = await exec(artifactPaths().kubectl, ['kustomize', join(deployDir, 'admission')], { maxBuffer: 16 << 20 });
+    const objects = docsOf(stdout) as { apiVersion: string; kind: string; spec: { policyName?: string; matchResources?: unknown; mutations?: { applyConfiguration: { expression: string } }[] } }[];
+    assert.deepEqual(objects.map((o) => [o.apiVersion, o.kind]).sort(), [['admissionregistration.k8s.io/v1', 'MutatingAdmissionPolicy'], ['admissionregistration.k8s.io/v1', 'MutatingAdmissionPolicyBinding']]);
+    assert.equal(objects.find((o) => o.kind === 'MutatingAdmissionPolicyBinding')?.spec.matchResources, undefined);
+    assert.ok(objects.find((o) => o.kind === 'MutatingAdmissionPolicy')?.spec.mutations?.[0]?.applyConfiguration.expression.includes(`"${FINALIZER}"`));
   });
 
   test('deploy/monitoring/ installs the rule file\'s alerts as a PrometheusRule and the dashboard in a ConfigMap, unchanged', async () => {

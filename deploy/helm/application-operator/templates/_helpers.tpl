@@ -32,3 +32,19 @@ app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 {{- define "application-operator.leaseName" -}}
 {{- printf "%s-leader" (include "application-operator.fullname" .) -}}
 {{- end -}}
+
+{{/*
+The admissionregistration version the finalizer policy is written in: finalizerPolicy.apiVersion when set, else v1 or
+v1beta1, whichever the cluster serves MutatingAdmissionPolicy in (v1 first), else "" (not rendered).
+*/}}
+{{- define "application-operator.finalizerPolicyApiVersion" -}}
+{{- if .Values.finalizerPolicy.enabled -}}
+{{- if .Values.finalizerPolicy.apiVersion -}}
+{{- .Values.finalizerPolicy.apiVersion -}}
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1
+{{- else if .Capabilities.APIVersions.Has "admissionregistration.k8s.io/v1beta1/MutatingAdmissionPolicy" -}}
+admissionregistration.k8s.io/v1beta1
+{{- end -}}
+{{- end -}}
+{{- end -}}
