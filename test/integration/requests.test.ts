@@ -214,6 +214,23 @@ describe('requests per create', () => {
       const done = await settledCounts(file);
       assert.equal((done['PATCH myapp.example.com/applications'] ?? 0) - (deleting['PATCH myapp.example.com/applications'] ?? 0), names.length, 'one finalizer release each');
       for (const name of names) assert.equal(await getObject('apps/v1', 'Deployment', ns.name, name), null);
+
+      // Created and deleted while no operator ran: the finalizer the API server put on holds it until one runs, which
+      // finalizes it (its workflow starts, finds it deleting, releases it and ends). Without the policy, nothing
+      // would have held it, and its children, had a pass applied any, would have been left to the garbage collector.
+      await op.stop();
+      await kube(['create', '-f', '-'], manifest('unseen'));
+      await kube(['-n', ns.name, 'delete', 'application', 'unseen', '--wait=false']);
+      const held = await getApp(ns.name, 'unseen');
+      assert.ok(held?.metadata.deletionTimestamp && held.metadata.finalizers?.includes(FINALIZER), 'held by the finalizer while no operator runs');
+      await op.restart();
+      await eventually('the operator finalized it', async () => ((await getApp(ns.name, 'unseen')) === null ? true : undefined), { timeoutMs: 60_000 });
+      const client = await temporalClient();
+      const status = await eventually('its workflow ended', async () => {
+        const st = (await client.workflow.getHandle(`application/${ns.name}/unseen`).describe()).status.name;
+        return st === 'RUNNING' ? undefined : st;
+      }, { timeoutMs: 30_000 });
+      assert.equal(status, 'COMPLETED');
     } finally {
       await op.stop();
       await ns.cleanup();
