@@ -12,7 +12,7 @@ import { operatorSuite } from '../../testkit/suite.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 import { rolloutWorkflowId } from '../../workflows/contract.ts';
-import { FINALIZER } from '../../api/constants.ts';
+import { API_VERSION, FINALIZER, RELEASE_KIND } from '../../api/constants.ts';
 import { finalizerPolicyLabel } from '../../stack/stack.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
@@ -214,6 +214,18 @@ describe('requests per create', () => {
       const done = await settledCounts(file);
       assert.equal((done['PATCH myapp.example.com/applications'] ?? 0) - (deleting['PATCH myapp.example.com/applications'] ?? 0), names.length, 'one finalizer release each');
       for (const name of names) assert.equal(await getObject('apps/v1', 'Deployment', ns.name, name), null);
+
+      // A Release too: the policy's finalizer, no patch of the operator's; deleting it, the operator releases it.
+      const beforeRelease = await settledCounts(file);
+      const release = JSON.parse(await kube(['create', '-o', 'json', '-f', '-'], JSON.stringify({
+        apiVersion: API_VERSION, kind: RELEASE_KIND, metadata: { name: 'rel', namespace: ns.name },
+        spec: { steps: [{ setWeight: 50 }], waves: [{ applications: [{ name: 'absent', canaryVersion: '2.0' }] }] },
+      }))) as Json;
+      assert.deepEqual(release.metadata.finalizers, [FINALIZER], 'the Release\'s create answer carries the finalizer');
+      await eventually('the Release has a status', async () => ((await getObject(API_VERSION, RELEASE_KIND, ns.name, 'rel'))?.status?.phase ? true : undefined));
+      await kube(['-n', ns.name, 'delete', RELEASE_KIND.toLowerCase(), 'rel', '--wait=true', '--timeout=60s']);
+      const afterRelease = await settledCounts(file);
+      assert.equal((afterRelease['PATCH myapp.example.com/releases'] ?? 0) - (beforeRelease['PATCH myapp.example.com/releases'] ?? 0), 1, 'one patch of the Release: its finalizer\'s release');
 
       // Created and deleted while no operator ran: the finalizer the API server put on holds it until one runs, which
       // finalizes it (its workflow starts, finds it deleting, releases it and ends). Without the policy, nothing
