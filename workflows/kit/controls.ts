@@ -11,6 +11,9 @@ export interface Controllable<S> {
   validate(action: ControlAction): void;
   /** Takes a validated request; returns the state after it. */
   accept(action: ControlAction, request?: ControlRequest): S;
+  /** True once it has ended: a signal refused then is expected news (a promote's own last step switches the spec's
+   * canary off, which the Application's workflow passes on as an abort), not a warning. */
+  readonly ended?: boolean;
 }
 
 /** Wires promote, abort, pause and resume, as updates (the given definitions) and as signals, to `entity`. */
@@ -22,7 +25,9 @@ export function wireControls<S>(entity: Controllable<S>, updates: Record<Control
         entity.validate(action);
         entity.accept(action, r);
       } catch (err) {
-        log.warn(`ignored ${action} signal: ${(err as Error).message}`);
+        const line = `ignored ${action} signal: ${(err as Error).message}`;
+        if (entity.ended) log.info(line);
+        else log.warn(line);
       }
     });
   }

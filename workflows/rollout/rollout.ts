@@ -224,6 +224,10 @@ export class Rollout {
     return { ...this.state, gates: [...this.state.gates], ...(this.state.analysis ? { analysis: { ...this.state.analysis, verdicts: [...this.state.analysis.verdicts] } } : {}) };
   }
 
+  get ended(): boolean {
+    return isTerminal(this.state.phase);
+  }
+
   get promoteRequested(): boolean {
     return this.m.promoteRequest !== undefined;
   }
