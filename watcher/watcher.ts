@@ -101,7 +101,6 @@ export class Watcher {
   private readonly podProblems = new Map<string, string>();
   /** Namespaces being deleted: the namespace controller deletes everything in them, so what it deletes is no drift. */
   private readonly namespacesGoing = new Set<string>();
-  /** Applications deleted with their namespace whose finalizer the watcher releases (releaseWithNamespace), by key. */
   /** Finalizers to release: of an Application deleted with its namespace, or (ahead) of one whose namespace goes. */
   private readonly releasing = new Map<string, { obj: Obj; ahead: boolean }>();
   /** Applications whose finalizer the watcher released and whose DELETED event has not arrived yet. */

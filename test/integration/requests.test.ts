@@ -11,7 +11,8 @@ import { appManifest, getApp, getObject, kube, temporalClient, testNamespace, wa
 import { operatorSuite } from '../../testkit/suite.ts';
 import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
-import { rolloutWorkflowId } from '../../workflows/contract.ts';
+import { applicationWorkflowId, rolloutWorkflowId } from '../../workflows/contract.ts';
+import { getRelease } from '../../testkit/release.ts';
 import { API_VERSION, FINALIZER, RELEASE_KIND } from '../../api/constants.ts';
 import { finalizerPolicyLabel } from '../../stack/stack.ts';
 
@@ -25,6 +26,15 @@ describe('requests per create', () => {
     operator: { nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: probeFile } },
   });
   after(() => rm(dir, { recursive: true, force: true }));
+
+  /** The status of the Application's workflow once it no longer runs (or, after 30 s, the one it has then). */
+  async function endedStatus(namespace: string, name: string): Promise<string> {
+    const handle = (await temporalClient()).workflow.getHandle(applicationWorkflowId(namespace, name));
+    return eventually(`${name}'s workflow ended`, async () => {
+      const s = (await handle.describe()).status.name;
+      return s === 'RUNNING' ? undefined : s;
+    }, { timeoutMs: 30_000 }).catch(async () => (await handle.describe()).status.name);
+  }
 
   /** The operator's requests by verb and resource, once they stopped changing (the probe writes them 4 times a second). */
   async function settledCounts(file = probeFile): Promise<Record<string, number>> {
@@ -112,16 +122,8 @@ describe('requests per create', () => {
       assert.equal(made('PATCH myapp.example.com/applications'), names.length, `one finalizer release each (${all})`);
       // Each workflow's pass finds its Application gone in what the watch saw: no read of it.
       assert.equal(made('GET myapp.example.com/applications'), 0, all);
-      const client = await temporalClient();
       // Told by the deletion's watch event, which comes before the namespace is gone: each ends about then.
-      for (const name of names) {
-        const handle = client.workflow.getHandle(`application/${ns.name}/${name}`);
-        const status = await eventually(`${name}'s workflow ended`, async () => {
-          const s = (await handle.describe()).status.name;
-          return s === 'RUNNING' ? undefined : s;
-        }, { timeoutMs: 30_000 }).catch(async () => (await handle.describe()).status.name);
-        assert.equal(status, 'COMPLETED', `${name}'s workflow`);
-      }
+      for (const name of names) assert.equal(await endedStatus(ns.name, name), 'COMPLETED', `${name}'s workflow`);
       // No rollout in flight: the watcher released each finalizer itself; each workflow's pass found its Application gone.
       const released = (await op.logs()).split('\n').filter((l) => l.includes('"msg":"released the finalizer: the namespace is being deleted'));
       assert.equal(released.length, names.length, 'each finalizer released by the watcher');
@@ -227,7 +229,7 @@ describe('requests per create', () => {
         spec: { steps: [{ setWeight: 50 }], waves: [{ applications: [{ name: 'absent', canaryVersion: '2.0' }] }] },
       }))) as Json;
       assert.deepEqual(release.metadata.finalizers, [FINALIZER], 'the Release\'s create answer carries the finalizer');
-      await eventually('the Release has a status', async () => ((await getObject(API_VERSION, RELEASE_KIND, ns.name, 'rel'))?.status?.phase ? true : undefined));
+      await eventually('the Release has a status', async () => ((await getRelease(ns.name, 'rel'))?.status?.phase ? true : undefined));
       await kube(['-n', ns.name, 'delete', RELEASE_KIND.toLowerCase(), 'rel', '--wait=true', '--timeout=60s']);
       const afterRelease = await settledCounts(file);
       assert.equal((afterRelease['PATCH myapp.example.com/releases'] ?? 0) - (beforeRelease['PATCH myapp.example.com/releases'] ?? 0), 1, 'one patch of the Release: its finalizer\'s release');
@@ -242,12 +244,7 @@ describe('requests per create', () => {
       assert.ok(held?.metadata.deletionTimestamp && held.metadata.finalizers?.includes(FINALIZER), 'held by the finalizer while no operator runs');
       await op.restart();
       await eventually('the operator finalized it', async () => ((await getApp(ns.name, 'unseen')) === null ? true : undefined), { timeoutMs: 60_000 });
-      const client = await temporalClient();
-      const status = await eventually('its workflow ended', async () => {
-        const st = (await client.workflow.getHandle(`application/${ns.name}/unseen`).describe()).status.name;
-        return st === 'RUNNING' ? undefined : st;
-      }, { timeoutMs: 30_000 });
-      assert.equal(status, 'COMPLETED');
+      assert.equal(await endedStatus(ns.name, 'unseen'), 'COMPLETED');
     } finally {
       await op.stop();
       await ns.cleanup();
