@@ -8,11 +8,16 @@ export type LatestVersion = (ref: ObjectRef) => string | undefined;
 export type Presence = (ref: ObjectRef) => boolean | undefined;
 
 /**
- * Objects as the operator last had them in hand (a watch event, an apply's or a patch's answer), served instead of
- * a GET only while they are current: while their resourceVersion is the one the watcher's watch last delivered for
- * the same object. A pass signalled by a watch event then reads nothing the event did not already bring, and a
- * status write's compare-and-swap still catches anything the watch has not shown yet. Without a watcher in the
- * process (a worker-only replica, a standby) nothing is current and every read goes to the API server.
+ * Objects as the operator last had them in hand (a watch event, an apply's, a patch's or a read's answer), served
+ * instead of a GET only while they are current: while they are at least as new as what the watcher's watch last
+ * delivered of the same object. Resource versions of one object compare (Kubernetes guarantees it from 1.35,
+ * KEP-5504; etcd revisions always did): a copy this process wrote or read after the watch's last delivery is newer
+ * than it, so a read right after this process's own write is served its answer, never the object as it was before
+ * the write, and a copy older than the watch's is never served. A version that does not compare (not a plain
+ * number: an aggregated API server's) is current only while equal to the watch's. A pass signalled by a watch event
+ * then reads nothing the event did not already bring, and a status write's compare-and-swap still catches anything
+ * the watch has not shown yet. Without a watcher in the process (a worker-only replica, a standby) nothing is
+ * current and every read goes to the API server.
  *
  * Kept as JSON (a one-byte string per object, no managed fields) in a bounded least-recently-used map: at most
  * `capacity` objects, a few KB each. A miss costs the GET it saves.
@@ -46,11 +51,17 @@ export class RecentObjects {
     this.present = latest ? present : undefined;
   }
 
-  /** Keeps `obj` as it is now (answers and watch events alike; the newest by arrival wins, currency decides use). */
+  /**
+   * Keeps `obj` as it is now (answers and watch events alike). The newest version wins: a watch event that arrives
+   * after a write's answer but is older than it (the watch catching up) leaves the answer in hand. Versions that do
+   * not compare: the newest by arrival.
+   */
   remember(obj: KubeObject | null | undefined): void {
     const version = obj?.metadata?.resourceVersion;
     if (!obj || !version) return;
     const key = keyOf(obj.apiVersion, obj.kind, obj.metadata.namespace, obj.metadata.name);
+    const kept = this.objects.get(key);
+    if (kept && (compareVersions(version, kept.version) ?? 0) < 0) return;
     const { managedFields: _m, ...metadata } = obj.metadata;
     this.objects.delete(key);
     this.objects.set(key, { version, json: JSON.stringify({ ...obj, metadata }) });
@@ -59,9 +70,9 @@ export class RecentObjects {
 
   /**
    * A write of this process (Kube.onWrite): its answer is kept when its kind is, and anything kept of the object is
-   * dropped otherwise (and for a delete). Until the watch delivers the write, what is kept is then newer than what
-   * the watch last delivered, so a read in between goes to the API server instead of being served the copy from
-   * before the write (a route read back as it was before its own change, a deleted canary as if it still ran).
+   * dropped otherwise (and for a delete). A read before the watch delivers the write is served the answer (it is
+   * newer than what the watch delivered), never the copy from before the write (a route read back as it was before
+   * its own change, a deleted canary as if it still ran).
    */
   wrote(ref: ObjectRef, answer: KubeObject | null): void {
     const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
@@ -106,7 +117,7 @@ export class RecentObjects {
     const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
     const kept = this.objects.get(key);
     const latest = kept && this.latest?.(ref);
-    if (!kept || latest === undefined || latest !== kept.version) {
+    if (!kept || latest === undefined || (kept.version !== latest && !((compareVersions(kept.version, latest) ?? -1) > 0))) {
       this.counts.missed++;
       return undefined;
     }
@@ -120,6 +131,19 @@ export class RecentObjects {
     return this.objects.size;
   }
 }
+
+/**
+ * How two resource versions of one object compare (negative: `a` is older), as Kubernetes defines it (KEP-5504): a
+ * version is a decimal number without leading zeros, so the longer is newer and equal lengths compare digit by
+ * digit. Undefined when either is not such a number (the versions are then opaque: only equality means anything).
+ */
+export function compareVersions(a: string, b: string): number | undefined {
+  if (!plainNumber.test(a) || !plainNumber.test(b)) return undefined;
+  if (a.length !== b.length) return a.length - b.length;
+  return a < b ? -1 : a > b ? 1 : 0;
+}
+
+const plainNumber = /^[1-9][0-9]*$/;
 
 function keyOf(apiVersion: string, kind: string, namespace: string | undefined, name: string): string {
   return `${apiVersion}/${kind}/${namespace ?? ''}/${name}`;

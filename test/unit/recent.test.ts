@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { KubeObject } from '../../kube/client.ts';
-import { RecentObjects } from '../../kube/recent.ts';
+import { compareVersions, RecentObjects } from '../../kube/recent.ts';
 import type { ObjectRef } from '../../kube/resources.ts';
 
 const ref: ObjectRef = { apiVersion: 'apps/v1', kind: 'Deployment', namespace: 'prod', name: 'web' };
@@ -32,16 +32,35 @@ describe('RecentObjects', () => {
     assert.deepEqual(recent.counts, { served: 2, missed: 0 });
   });
 
-  test('an answer the watch has not delivered yet, or one it has moved past, is not served', () => {
+  test('an answer newer than what the watch delivered is served; once the watch moves past it, it is not', () => {
     const { recent, watched } = following();
     watched.set('Deployment/prod/web', '10');
     recent.remember(deployment('11'));
-    assert.equal(recent.current(ref), undefined, 'the watch has not confirmed 11 yet');
+    assert.equal(recent.current(ref)?.metadata.resourceVersion, '11', 'read after the watch\'s 10: the newer copy');
     watched.set('Deployment/prod/web', '11');
     assert.equal(recent.current(ref)?.metadata.resourceVersion, '11');
     watched.set('Deployment/prod/web', '12');
     assert.equal(recent.current(ref), undefined, 'someone wrote 12');
-    assert.deepEqual(recent.counts, { served: 1, missed: 2 });
+    recent.remember(deployment('9'));
+    assert.equal(recent.current(ref), undefined, 'older than the watch\'s 12: never served');
+    assert.deepEqual(recent.counts, { served: 2, missed: 2 });
+  });
+
+  test('a watch event older than what is kept does not replace it; versions that do not compare are current only while equal', () => {
+    const { recent, watched } = following();
+    recent.remember(deployment('100', 3));
+    recent.remember(deployment('99', 1));
+    watched.set('Deployment/prod/web', '99');
+    assert.equal(recent.current<KubeObject & { spec: { replicas: number } }>(ref)?.spec.replicas, 3, 'the watch catching up leaves the newer answer');
+    recent.forget(ref);
+    recent.remember(deployment('abc'));
+    watched.set('Deployment/prod/web', 'abb');
+    assert.equal(recent.current(ref), undefined, 'opaque versions: not the watch\'s, not served');
+    watched.set('Deployment/prod/web', 'abc');
+    assert.ok(recent.current(ref), 'opaque but equal');
+    recent.remember(deployment('07'));
+    watched.set('Deployment/prod/web', '1');
+    assert.equal(recent.current(ref), undefined, 'a leading zero is no number: no comparison');
   });
 
   test('nothing is current without a watch to follow, or once it stops, or once forgotten', () => {
@@ -71,12 +90,12 @@ describe('RecentObjects', () => {
     for (const name of ['a', 'c', 'd']) assert.ok(recent.current({ ...ref, name }), name);
   });
 
-  test('this process\'s own write is never served as it was before it, while the watch has not delivered it', () => {
+  test('this process\'s own write is never served as it was before it: its answer is, before the watch delivers it', () => {
     const { recent, watched } = following();
     recent.remember(deployment('10', 1));
     watched.set('Deployment/prod/web', '10');
     recent.wrote(ref, deployment('11', 3));
-    assert.equal(recent.current(ref), undefined, 'the watch still says 10: the read goes to the API server');
+    assert.equal(recent.current<KubeObject & { spec: { replicas: number } }>(ref)?.spec.replicas, 3, 'the watch still says 10: the answer, not the copy before it');
     watched.set('Deployment/prod/web', '11');
     assert.equal(recent.current<KubeObject & { spec: { replicas: number } }>(ref)?.spec.replicas, 3);
     recent.wrote(ref, null);
@@ -131,5 +150,22 @@ describe('RecentObjects', () => {
     for (const name of ['a', 'b', 'c']) recent.wrote({ ...hpa, name }, { ...hpa, metadata: { name, namespace: 'prod', resourceVersion: '1' } });
     assert.equal(recent.mayExist({ ...hpa, name: 'a' }), undefined);
     assert.equal(recent.mayExist({ ...hpa, name: 'c' }), true);
+  });
+});
+
+describe('compareVersions', () => {
+  test('orders resource versions as Kubernetes defines them: decimal numbers, the longer newer', () => {
+    assert.equal(compareVersions('10', '9')! > 0, true);
+    assert.equal(compareVersions('9', '10')! < 0, true);
+    assert.equal(compareVersions('123', '124')! < 0, true);
+    assert.equal(compareVersions('124', '124'), 0);
+    assert.equal(compareVersions('18446744073709551617', '18446744073709551616')! > 0, true, 'beyond a double: compared as text');
+  });
+
+  test('anything but a plain decimal number does not compare', () => {
+    for (const [a, b] of [['abc', '1'], ['1', ''], ['01', '2'], ['0', '1'], ['1.5', '2'], ['-1', '2'], [' 1', '2']] as const) {
+      assert.equal(compareVersions(a, b), undefined, `${JSON.stringify(a)} vs ${JSON.stringify(b)}`);
+      assert.equal(compareVersions(b, a), undefined, `${JSON.stringify(b)} vs ${JSON.stringify(a)}`);
+    }
   });
 });
