@@ -1,7 +1,7 @@
-// How activities read the objects they act on: the copy in hand when it is current (kube/recent.ts: what the
-// watcher's watch last delivered, or an answer the watch has since confirmed), else a GET. Writes that depend on
-// what was read stay compare-and-swap on its resourceVersion, so a copy the watch has not caught up with costs a
-// 409 and a retry that reads from the API server (orForget), never a lost update.
+// How activities read the objects they act on: the copy in hand when it is current (kube/recent.ts: at least as
+// new as what the watcher's watch last delivered: that delivery, or a later answer of this process), else a GET.
+// Writes that depend on what was read stay compare-and-swap on its resourceVersion, so a copy the watch has not
+// caught up with costs a 409 and a retry that reads from the API server (orForget), never a lost update.
 import { API_VERSION, KIND } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
