@@ -13,7 +13,7 @@ import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, Clo
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
-import { orForget, read } from './objects.ts';
+import { orForget, read, retryOnConflict } from './objects.ts';
 
 const appRef = (c: CanaryRef): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace: c.namespace, name: c.name });
 const named = (c: CanaryRef) => ({ metadata: { name: c.name } });
@@ -184,10 +184,13 @@ export async function restoreStableImage(deps: ActivityDeps, input: PlanInput): 
 
 /** Promote, last step: the spec's canary is switched off so the finished rollout is what the spec says. */
 export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Promise<void> {
-  const raw = await deps.kube.get<{ metadata: { resourceVersion?: string }; spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input));
-  const canary = raw?.spec?.serviceMesh?.canary;
-  if (!raw || !canary?.enabled || canary.canaryVersion !== input.plan.version) return;
-  await deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { serviceMesh: { canary: { enabled: false } } } });
+  // Read from the API server each try: a status write in between conflicts, and the spec is judged again.
+  await retryOnConflict(async () => {
+    const raw = await deps.kube.get<{ metadata: { resourceVersion?: string }; spec?: { serviceMesh?: { canary?: { enabled?: boolean; canaryVersion?: string } } } }>(appRef(input));
+    const canary = raw?.spec?.serviceMesh?.canary;
+    if (!raw || !canary?.enabled || canary.canaryVersion !== input.plan.version) return;
+    await deps.kube.mergePatch(appRef(input), { metadata: { resourceVersion: raw.metadata.resourceVersion }, spec: { serviceMesh: { canary: { enabled: false } } } });
+  });
 }
 
 /**
@@ -196,24 +199,29 @@ export async function finishCanarySpec(deps: ActivityDeps, input: PlanInput): Pr
  */
 export async function writeCanaryStatus(deps: ActivityDeps, input: CanaryStatusInput): Promise<void> {
   const { pauseEndsAt, pausedBy, abortedBy, reason, routing, analysis, checks, ...rest } = input.status;
-  const raw = await read<KubeObject & { status?: { observedGeneration?: number; conditions?: Condition[] } }>(deps, appRef(input));
-  // The Application is gone (deleted mid-rollout): nothing left to report on.
+  // A write that crosses the pass's (both write status) is written again over the Application as it is now.
+  const raw = await retryOnConflict(async () => {
+    const raw = await read<KubeObject & { status?: { observedGeneration?: number; conditions?: Condition[] } }>(deps, appRef(input));
+    // The Application is gone (deleted mid-rollout): nothing left to report on.
+    if (!raw) return null;
+    const previous = raw.status?.conditions ?? [];
+    const conditions = withTransitionTimes(withCanaryCondition(previous, input.status, raw.status?.observedGeneration), previous, new Date().toISOString());
+    try {
+      // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
+      await orForget(deps, appRef(input), deps.kube.mergePatch(appRef(input), {
+        metadata: { resourceVersion: raw.metadata.resourceVersion },
+        status: {
+          canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, pausedBy: pausedBy ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null, checks: checks ?? null },
+          conditions,
+        },
+      }, 'status'));
+    } catch (err) {
+      if (err instanceof KubeError && err.status === 404) return null;
+      throw err;
+    }
+    return raw;
+  });
   if (!raw) return;
-  const previous = raw.status?.conditions ?? [];
-  const conditions = withTransitionTimes(withCanaryCondition(previous, input.status, raw.status?.observedGeneration), previous, new Date().toISOString());
-  try {
-    // A merge patch with null clears fields of an earlier state (e.g. the pause end once resumed).
-    await orForget(deps, appRef(input), deps.kube.mergePatch(appRef(input), {
-      metadata: { resourceVersion: raw.metadata.resourceVersion },
-      status: {
-        canary: { ...rest, pauseEndsAt: pauseEndsAt ?? null, pausedBy: pausedBy ?? null, abortedBy: abortedBy ?? null, reason: reason ?? null, routing: routing ?? null, analysis: analysis ?? null, checks: checks ?? null },
-        conditions,
-      },
-    }, 'status'));
-  } catch (err) {
-    if (err instanceof KubeError && err.status === 404) return;
-    throw err;
-  }
   const uid = raw.metadata.uid;
   // kubectl describe finds events by the object's uid.
   if (input.event) await recordEvent(deps.kube, { namespace: input.namespace, name: input.name, ...(uid ? { uid } : {}), ...input.event });

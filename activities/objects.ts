@@ -40,3 +40,20 @@ export async function orForget<T>(deps: ActivityDeps, ref: ObjectRef, write: Pro
     throw err;
   }
 }
+
+/**
+ * Runs a compare-and-swap write again when it conflicts, `attempts` times at most. After a 409 nothing of the object
+ * is in hand (orForget), so a read in `write` or in `fresh` goes to the API server; `fresh` reads what the next try
+ * writes over and says whether to try (false: the conflict stands, and is thrown). A pass and its rollout write one
+ * Application's status from the same process and conflict when their writes cross; retried here, the one that lost
+ * costs a read and a write, not a failed activity retried with all it did before the write.
+ */
+export async function retryOnConflict<T>(write: () => Promise<T>, fresh: () => Promise<boolean> = () => Promise.resolve(true), attempts = 3): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (err) {
+      if (attempt >= attempts || !(err instanceof KubeError && err.status === 409) || !(await fresh())) throw err;
+    }
+  }
+}

@@ -13,7 +13,7 @@ import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
-import { orForget, read } from './objects.ts';
+import { orForget, read, retryOnConflict } from './objects.ts';
 
 type RawApplication = KubeObject & {
   metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[] };
@@ -295,10 +295,29 @@ async function ensureFinalizer(deps: ActivityDeps, raw: RawApplication): Promise
   if (patched) raw.metadata.resourceVersion = patched.metadata.resourceVersion;
 }
 
+/**
+ * Writes status as derived from what the pass observed, over the Application as `raw` has it. A write that conflicts
+ * (the rollout wrote its status, or someone labelled the Application, since `raw` was read) is derived again over
+ * the Application as it is now, as long as it is still the one the pass read with the spec the pass applied: a
+ * changed spec or a replaced object fails the write, and the pass is retried on it.
+ */
 async function writeStatus(
   deps: ActivityDeps,
   raw: RawApplication,
   input: ReconcileInput,
+  ...rest: StatusOf
+): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
+  let over = raw;
+  return retryOnConflict(() => writeStatusOver(deps, over, input, ...rest), async () => {
+    const now = await read<RawApplication>(deps, appRef(input.namespace, input.name));
+    if (!now || now.metadata.uid !== raw.metadata.uid || now.metadata.generation !== raw.metadata.generation
+      || now.metadata.deletionTimestamp !== raw.metadata.deletionTimestamp) return false;
+    over = now;
+    return true;
+  });
+}
+
+type StatusOf = [
   observed: Observed,
   failure: Failure | null,
   observedGeneration: number | undefined,
@@ -306,6 +325,13 @@ async function writeStatus(
   rolloutSpec?: RolloutSpecState,
   /** What this pass applied; a pass that applied nothing keeps what status says. */
   applied?: AppliedChild[],
+];
+
+async function writeStatusOver(
+  deps: ActivityDeps,
+  raw: RawApplication,
+  input: ReconcileInput,
+  ...[observed, failure, observedGeneration, scaling, rolloutSpec, applied]: StatusOf
 ): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
   const temporalUI = workflowUiLink(deps, input.workflowId);
   const canary = raw.status?.['canary'] as CanaryStatusLike | undefined;
@@ -320,7 +346,7 @@ async function writeStatus(
   const conditions = withTransitionTimes(next.conditions, raw.status?.conditions, now);
   // A merge patch keeps keys it does not mention: clear the ones we no longer write (e.g. the UI link when unset).
   const stale = Object.fromEntries(Object.keys(current).filter((k) => !(k in next) && k !== 'lastUpdateTime').map((k) => [k, null]));
-  // Compare-and-swap: the rollout writes status.canary and its condition too; a 409 retries the pass on fresh state.
+  // Compare-and-swap: the rollout writes status.canary and its condition too; a 409 derives it again (writeStatus).
   const ref = appRef(input.namespace, input.name);
   await orForget(deps, ref, deps.kube.mergePatch<KubeObject>(ref, {
     metadata: { resourceVersion: raw.metadata.resourceVersion }, status: { ...stale, ...next, conditions, lastUpdateTime: now },

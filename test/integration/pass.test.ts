@@ -1,12 +1,14 @@
-// A reconcile pass run on its own (no operator, no watcher) against the real API server, for what only a race
-// between controllers produces: a pass woken by the namespace controller deleting children, into a namespace that
-// refuses every create.
+// A reconcile pass, and a rollout's status write, run on their own (no operator, no watcher) against the real API
+// server, for what only a race between controllers or writers produces: a pass woken by the namespace controller
+// deleting children, into a namespace that refuses every create; status writes whose compare-and-swap loses to
+// another write made after the copy in hand.
 import { MockActivityEnvironment } from '@temporalio/testing';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { writeCanaryStatus } from '../../activities/canary.ts';
 import { reconcileApplication } from '../../activities/reconcile.ts';
 import type { ReconcileResult } from '../../activities/types.ts';
-import { API_VERSION, FINALIZER, KIND } from '../../api/constants.ts';
+import { API_VERSION, FINALIZER, KIND, RolloutPhase } from '../../api/constants.ts';
 import { KubeError, type KubeObject } from '../../kube/client.ts';
 import { RecentObjects } from '../../kube/recent.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -40,6 +42,66 @@ describe('a reconcile pass on its own', () => {
       assert.equal(recent.current({ apiVersion: API_VERSION, kind: KIND, namespace: ns.name, name: 'late' }), undefined, 'the stale copy dropped');
     } finally {
       await kube(['-n', ns.name, 'patch', 'configmap', 'hold', '--type=merge', '-p', JSON.stringify({ metadata: { finalizers: null } })]).catch(() => undefined);
+    }
+  });
+});
+
+describe('status writes that lose their compare-and-swap', () => {
+  /**
+   * An Application with our finalizer, and a RecentObjects holding it as a watch showed it then, after which `change`
+   * makes the API server's copy newer: the first write over the copy in hand conflicts (409).
+   */
+  async function heldThen(ns: string, name: string, change: string[]): Promise<RecentObjects> {
+    await kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(appManifest(ns, name, { image: 'nginx:1.25' })));
+    await kube(['-n', ns, 'patch', 'application', name, '--type=merge', '-p', JSON.stringify({ metadata: { finalizers: [FINALIZER] } })]);
+    const held = (await getApp(ns, name)) as KubeObject;
+    await kube(['-n', ns, ...change]);
+    const recent = new RecentObjects();
+    recent.remember(held);
+    recent.follow((ref) => (ref.kind === KIND && ref.apiVersion === API_VERSION && ref.name === name ? held.metadata.resourceVersion : undefined));
+    return recent;
+  }
+  const pass = async (recent: RecentObjects, ns: string, name: string): Promise<ReconcileResult> => new MockActivityEnvironment().run(reconcileApplication,
+    { kube: await kubeApi(), recent, temporalNamespace: 'default' }, { namespace: ns, name, workflowId: `application/${ns}/${name}`, apply: true });
+
+  it('a pass\'s status write that crosses another write (a label, the rollout\'s status) is derived again and written, not failed', async () => {
+    const ns = await testNamespace('pass-crossed');
+    try {
+      const recent = await heldThen(ns.name, 'crossed', ['label', 'application', 'crossed', 'team=checkout']);
+      const result = await pass(recent, ns.name, 'crossed');
+      assert.equal(result.statusWritten, true);
+      const app = await getApp(ns.name, 'crossed');
+      assert.equal(app?.status?.observedGeneration, app?.metadata.generation, 'status written for the spec the pass applied');
+      assert.equal(app?.metadata.labels?.['team'], 'checkout', 'the other write stands');
+    } finally {
+      await ns.cleanup();
+    }
+  });
+
+  it('a pass\'s status write that crosses a spec change still fails: the pass is retried on the new spec', async () => {
+    const ns = await testNamespace('pass-respec');
+    try {
+      const recent = await heldThen(ns.name, 'respec', ['patch', 'application', 'respec', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.26' } })]);
+      const failed = await pass(recent, ns.name, 'respec').then(() => undefined, (err: unknown) => err);
+      assert.ok(failed instanceof KubeError && failed.status === 409, `the conflict stands: ${String(failed)}`);
+      assert.equal((await getApp(ns.name, 'respec'))?.status?.observedGeneration, undefined, 'no status for a spec the pass did not apply');
+    } finally {
+      await ns.cleanup();
+    }
+  });
+
+  it('a rollout\'s status write that crosses the pass\'s is written again over the Application as it is now', async () => {
+    const ns = await testNamespace('canary-crossed');
+    try {
+      const recent = await heldThen(ns.name, 'rolling', ['label', 'application', 'rolling', 'team=checkout']);
+      const status = { phase: RolloutPhase.Progressing, step: 1, totalSteps: 2, weight: 20, message: 'step 1/2: 20% to the canary', version: 'v2', image: 'nginx:1.26', startedAt: new Date().toISOString() };
+      await new MockActivityEnvironment().run(writeCanaryStatus, { kube: await kubeApi(), recent, temporalNamespace: 'default' }, { namespace: ns.name, name: 'rolling', status });
+      const app = await getApp(ns.name, 'rolling');
+      assert.equal(app?.status?.canary?.phase, RolloutPhase.Progressing);
+      assert.equal(app?.status?.canary?.weight, 20);
+      assert.ok(app?.status?.conditions?.some((c: { type: string }) => c.type === 'CanaryProgressing'), JSON.stringify(app?.status?.conditions));
+    } finally {
+      await ns.cleanup();
     }
   });
 });
