@@ -483,6 +483,22 @@ const show = (r: FlowResult) => [
   `denied requests in the operator log (${r.logFile}): ${r.forbidden.join(' | ') || 'none'}`,
 ].join('\n');
 
+/** The flow without one permission of a variant. */
+const runVariant = (v: (typeof variants)[number]) => runFlow(
+  `no-${v.missing.verb}-${v.missing.resource}`,
+  v.missing.role === 'cluster' ? v.rules : clusterRules,
+  v.missing.role === 'leader' ? v.rules : leaderRules,
+  needs[keyOf(v.missing)]?.[v.missing.verb] ?? [],
+  v.missing.resource === 'persistentvolumeclaims',
+);
+
+/**
+ * Whether a failed flow shows a permission missing rather than a slow or broken stack: the API server denied the
+ * operator something, or (for best-effort writes such as Events, whose denial is swallowed) the same run reconciled
+ * Applications fine up to the failing step.
+ */
+const proves = (r: FlowResult) => r.forbidden.length > 0 || r.passed.some((p) => p.step === 'apps Running');
+
 describe('RBAC of deploy/ (least privilege, proven)', () => {
   let baseline: Promise<FlowResult>;
   let results: Promise<FlowResult>[];
@@ -491,13 +507,7 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
     // The full role first, then one variant per permission; RBAC_TEST_CONCURRENCY trades speed for load.
     const runs = pool(Number(process.env['RBAC_TEST_CONCURRENCY'] ?? 6), [
       () => runFlow('full', clusterRules, leaderRules),
-      ...variants.map((v) => () => runFlow(
-        `no-${v.missing.verb}-${v.missing.resource}`,
-        v.missing.role === 'cluster' ? v.rules : clusterRules,
-        v.missing.role === 'leader' ? v.rules : leaderRules,
-        needs[keyOf(v.missing)]?.[v.missing.verb] ?? [],
-        v.missing.resource === 'persistentvolumeclaims',
-      )),
+      ...variants.map((v) => () => runVariant(v)),
     ]);
     // Every run settles on its own; a rejection is reported by the test that awaits it.
     for (const r of runs) r.catch(() => undefined);
@@ -530,14 +540,19 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
   for (const [i, v] of variants.entries()) {
     const expected = needs[keyOf(v.missing)]?.[v.missing.verb] ?? [];
     it(`without ${describePermission(v.missing)}, ${expected.join(' or ') || '(no probe)'} fails`, async (t) => {
-      const r = await results[i]!;
+      let r = await results[i]!;
+      if (r.failed && !proves(r)) {
+        // Inconclusive, not wrong: on a loaded machine, with the other flows beside it, the step's window ran out
+        // before the operator asked for anything. Once more, with fewer flows running by now.
+        t.diagnostic(`${r.failed.step} failed with nothing denied and nothing reconciled: run again`);
+        r = await runVariant(v);
+      }
       t.diagnostic(`${r.failed ? `${r.failed.step} failed` : 'nothing failed'}; denied: ${r.forbidden[0] ?? 'nothing logged'}`);
       assert.ok(r.failed, `the flow passed without ${describePermission(v.missing)}: the operator does not need it\n${show(r)}`);
       assert.ok(expected.length > 0, `without ${describePermission(v.missing)} ${r.failed.step} failed, but \`needs\` names no step for it\n${show(r)}`);
       assert.ok(expected.includes(r.failed.step), `expected ${expected.join(' or ')} to fail first\n${show(r)}`);
-      // Not a slow or broken stack: the API server denied the operator something, or (for best-effort writes such as
-      // Events, whose denial is swallowed) the same run reconciled Applications fine up to the failing step.
-      assert.ok(r.forbidden.length > 0 || r.passed.some((p) => p.step === 'apps Running'), `no request was denied and nothing was reconciled: the failure proves nothing\n${show(r)}`);
+      // Not a slow or broken stack (proves).
+      assert.ok(proves(r), `no request was denied and nothing was reconciled: the failure proves nothing\n${show(r)}`);
       // The job check's activities run in the test, not the operator: their own error says what was denied.
       if (r.failed.step === 'job check' || r.failed.step === 'notify') assert.match(r.failed.error, /403 Forbidden/, show(r));
     });
