@@ -117,7 +117,7 @@ export class RecentObjects {
     const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
     const kept = this.objects.get(key);
     const latest = kept && this.latest?.(ref);
-    if (!kept || latest === undefined || (kept.version !== latest && !((compareVersions(kept.version, latest) ?? -1) > 0))) {
+    if (!kept || latest === undefined || !(kept.version === latest || (compareVersions(kept.version, latest) ?? 0) > 0)) {
       this.counts.missed++;
       return undefined;
     }

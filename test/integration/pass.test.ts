@@ -14,6 +14,17 @@ import { RecentObjects } from '../../kube/recent.ts';
 import { eventually } from '../../lib/poll.ts';
 import { appManifest, getApp, kube, kubeApi, testNamespace } from '../../testkit/apps.ts';
 
+/** What a process whose watch last showed the Application as `held` has in hand. */
+function holding(held: KubeObject): RecentObjects {
+  const recent = new RecentObjects();
+  recent.remember(held);
+  recent.follow((ref) => (ref.kind === KIND && ref.apiVersion === API_VERSION && ref.name === held.metadata.name ? held.metadata.resourceVersion : undefined));
+  return recent;
+}
+
+/** An activity's dependencies, reading through `recent`. */
+const depsWith = async (recent: RecentObjects) => ({ kube: await kubeApi(), recent, temporalNamespace: 'default' });
+
 describe('a reconcile pass on its own', () => {
   it('into a namespace being deleted: ends with the Application gone, instead of failing the apply again and again', async () => {
     const ns = await testNamespace('pass');
@@ -27,10 +38,7 @@ describe('a reconcile pass on its own', () => {
       await eventually('the Application gone with its namespace', async () => ((await getApp(ns.name, 'late')) === null ? true : undefined));
 
       // The pass holds the Application as a watch last showed it (ours, not being deleted): it applies, and is refused.
-      const recent = new RecentObjects();
-      const held = { ...seen, metadata: { ...seen!.metadata, finalizers: [FINALIZER] } } as KubeObject;
-      recent.remember(held);
-      recent.follow((ref) => (ref.kind === KIND && ref.apiVersion === API_VERSION && ref.name === 'late' ? held.metadata.resourceVersion : undefined));
+      const recent = holding({ ...seen, metadata: { ...seen!.metadata, finalizers: [FINALIZER] } } as KubeObject);
       const kubeClient = await kubeApi();
       const refused = await kubeClient.apply({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe', namespace: ns.name } }, { fieldManager: 'test-user' })
         .then(() => undefined, (err: unknown) => err);
@@ -56,13 +64,10 @@ describe('status writes that lose their compare-and-swap', () => {
     await kube(['-n', ns, 'patch', 'application', name, '--type=merge', '-p', JSON.stringify({ metadata: { finalizers: [FINALIZER] } })]);
     const held = (await getApp(ns, name)) as KubeObject;
     await kube(['-n', ns, ...change]);
-    const recent = new RecentObjects();
-    recent.remember(held);
-    recent.follow((ref) => (ref.kind === KIND && ref.apiVersion === API_VERSION && ref.name === name ? held.metadata.resourceVersion : undefined));
-    return recent;
+    return holding(held);
   }
   const pass = async (recent: RecentObjects, ns: string, name: string): Promise<ReconcileResult> => new MockActivityEnvironment().run(reconcileApplication,
-    { kube: await kubeApi(), recent, temporalNamespace: 'default' }, { namespace: ns, name, workflowId: `application/${ns}/${name}`, apply: true });
+    await depsWith(recent), { namespace: ns, name, workflowId: `application/${ns}/${name}`, apply: true });
 
   it('a pass\'s status write that crosses another write (a label, the rollout\'s status) is derived again and written, not failed', async () => {
     const ns = await testNamespace('pass-crossed');
@@ -95,7 +100,7 @@ describe('status writes that lose their compare-and-swap', () => {
     try {
       const recent = await heldThen(ns.name, 'rolling', ['label', 'application', 'rolling', 'team=checkout']);
       const status = { phase: RolloutPhase.Progressing, step: 1, totalSteps: 2, weight: 20, message: 'step 1/2: 20% to the canary', version: 'v2', image: 'nginx:1.26', startedAt: new Date().toISOString() };
-      await new MockActivityEnvironment().run(writeCanaryStatus, { kube: await kubeApi(), recent, temporalNamespace: 'default' }, { namespace: ns.name, name: 'rolling', status });
+      await new MockActivityEnvironment().run(writeCanaryStatus, await depsWith(recent), { namespace: ns.name, name: 'rolling', status });
       const app = await getApp(ns.name, 'rolling');
       assert.equal(app?.status?.canary?.phase, RolloutPhase.Progressing);
       assert.equal(app?.status?.canary?.weight, 20);
