@@ -357,14 +357,11 @@ export function printReport(rep: Report): void {
   }
 
   h('CPU by component, ms per app (from /proc; "others" = the rest of the machine: other people\'s work on a shared machine)');
-  const comps = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator', 'bench', 'others'];
-  const cpuRow = (label: string, c: CpuSnapshot, seconds: number): (string | number)[] =>
-    [label, ...comps.map((k) => ((c[k] ?? 0) * 1000) / n), seconds, `${(((c['machine'] ?? 0) / (seconds * Number(rep.machine['cores']))) * 100).toFixed(0)}%`];
-  const cpuRows: (string | number)[][] = [];
-  if (floor?.cpu) cpuRows.push(cpuRow('floor', floor.cpu, floor.makespanSeconds));
-  for (const r of runs) if (r.cpu) cpuRows.push(cpuRow(`${r.workers}w create`, r.cpu.create, r.makespanSeconds));
-  for (const r of runs) if (r.cpu) cpuRows.push(cpuRow(`${r.workers}w idle`, r.cpu.idle, r.idle.seconds));
-  out.push(table(['window', ...comps, 'window s', 'machine busy'], cpuRows));
+  const cpuRows: [string, CpuSnapshot, number][] = [];
+  if (floor?.cpu) cpuRows.push(['floor', floor.cpu, floor.makespanSeconds]);
+  for (const r of runs) if (r.cpu) cpuRows.push([`${r.workers}w create`, r.cpu.create, r.makespanSeconds]);
+  for (const r of runs) if (r.cpu) cpuRows.push([`${r.workers}w idle`, r.cpu.idle, r.idle.seconds]);
+  out.push(cpuTable(rep, cpuRows, n));
 
   if (runs.some((r) => r.promote)) {
     h('Promote latency: promote update accepted -> VirtualService read back at 100% stable');
@@ -501,6 +498,13 @@ function deleteTables(rep: Report, d: DeleteResult, out: string[]): void {
   out.push(table(['target', 'result'], rep.targets.map((t) => [t.target, t.results.map((x) => `${x.verdict} ${x.value}`).join(', ')])));
 }
 
+/** CPU by component per app (ms) in each window, and how busy the machine was. */
+function cpuTable(rep: Report, windows: [label: string, cpu: CpuSnapshot, seconds: number][], apps: number): string {
+  const comps = ['apiserver', 'etcd', 'controller-manager', 'scheduler', 'kwok', 'temporal', 'operator', 'bench', 'others'];
+  return table(['window', ...comps, 'window s', 'machine busy'], windows.map(([label, c, seconds]) =>
+    [label, ...comps.map((k) => ((c[k] ?? 0) * 1000) / apps), seconds, `${(((c['machine'] ?? 0) / (seconds * Number(rep.machine['cores']))) * 100).toFixed(0)}%`]));
+}
+
 /** The rollouts scenario's tables, after the setup lines. */
 function rolloutsTables(rep: Report, r: RolloutsResult, out: string[]): void {
   const h = (t: string) => out.push('', `== ${t}`);
@@ -525,6 +529,10 @@ function rolloutsTables(rep: Report, r: RolloutsResult, out: string[]): void {
   out.push(table(['window', 'load avg (max)', 'others\' CPU'], [['rollouts (patches -> all at the approval)', ...loadCells(r.load.rollout)], ['promotes (-> all Promoted)', ...loadCells(r.load.promote)]]));
   out.push(`load avg = the 1-minute load average sampled every 2 s during the window (mean, and max); others' CPU = the share of the machine's ${String(rep.machine['cores'])} cores used by processes this benchmark does not measure`);
   out.push(`operator RSS: ${mb(r.memory.rssAtStartMB)} before the rollouts, ${mb(r.memory.rssAtEndMB)} after; peak (VmHWM, the process's whole life) ${mb(r.memory.peakRssMB)}`);
+  if (r.cpu) {
+    h('CPU by component, ms per rollout (from /proc; "others" = the rest of the machine: other people\'s work on a shared machine)');
+    out.push(cpuTable(rep, [['rollouts', r.cpu.rollout, r.toApprovalSeconds], ['promotes', r.cpu.promote, r.promoteSeconds]], r.apps));
+  }
 
   h('API requests from the first patch to the last Promoted (totals, and per app)');
   out.push(table(['source', ...VERBS, 'other', 'total', 'writes'], [

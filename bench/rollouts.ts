@@ -13,6 +13,7 @@ import { kinds } from '../render/children.ts';
 import { readRouteWeights } from '../render/istio.ts';
 import { rolloutWorkflowId } from '../workflows/contract.ts';
 import { byVerb, counterDelta, delta, minus } from './apiserver.ts';
+import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
 import type { Ctx } from './context.ts';
 import type { LoadSummary } from './load.ts';
 import type { LiveRun } from './operator-run.ts';
@@ -96,6 +97,8 @@ export interface RolloutsResult {
   operatorByResource: ProbeCounts;
   allClientsByVerb: Record<string, number>;
   load: { rollout: LoadSummary; promote: LoadSummary };
+  /** CPU seconds by component (cpu.ts) in each window: the rollouts up to every approval, then the promotes. */
+  cpu?: { rollout: CpuSnapshot; promote: CpuSnapshot };
   memory: { rssAtStartMB: number; rssAtEndMB: number; peakRssMB: number };
   errors: string[];
   log: { warnings: number; errors: number; messages: Record<string, number> };
@@ -255,6 +258,8 @@ export async function runRollouts(ctx: Ctx, live: LiveRun): Promise<RolloutsResu
     const p0 = sumProbes(await live.ops.probeCounts());
     const m0 = await api.requestCounts();
     const own0 = { ...api.requests };
+    const pids = (): [string, number | undefined][] => [...stackPids(ctx.info), ...live.ops.procs.map((p): [string, number] => ['operator', p.pid])];
+    const c0 = cpuSnapshot(pids());
     const t0 = Date.now();
     await phase(`rollouts: enable a canary on ${live.names.length} apps at once (${canarySpec.steps.map((s) => JSON.stringify(s)).join(', ')}; gates every ${plan.gateIntervalMs / 1000} s)`, () =>
       Promise.all(live.names.map(async (name) => {
@@ -274,6 +279,7 @@ export async function runRollouts(ctx: Ctx, live: LiveRun): Promise<RolloutsResu
     await phase(`rollouts: until every app waits at its approval (weight ${plan.firstWeight}, pause ${plan.pauseMs / 1000} s, weight ${plan.secondWeight})`, () =>
       waitAll(ctx, live, watch, 'at the approval', (t) => t.approvalAt !== undefined && t.secondWeightAt !== undefined));
     const tApproval = Date.now();
+    const c1 = cpuSnapshot(pids());
     const waiting = live.names.filter((n) => watch.times.get(n)!.approvalAt !== undefined);
     await phase(`rollouts: promote the ${waiting.length} waiting at once, until each VirtualService reads 100% stable and status says Promoted`, async () => {
       await Promise.all(waiting.map(async (name) => {
@@ -290,6 +296,7 @@ export async function runRollouts(ctx: Ctx, live: LiveRun): Promise<RolloutsResu
       await waitAll(ctx, live, watch, 'promoted', (t) => t.promoteSentAt === undefined || (t.stableAt !== undefined && t.promotedAt !== undefined));
     });
     const tEnd = Date.now();
+    const c2 = cpuSnapshot(pids());
     const probe = counterDelta(sumProbes(await live.ops.probeCounts()), p0);
     const server = delta(await api.requestCounts(), m0);
     const own = counterDelta(api.requests, own0);
@@ -313,6 +320,7 @@ export async function runRollouts(ctx: Ctx, live: LiveRun): Promise<RolloutsResu
       // The bench's reads (metric scrapes) are subtracted; its patches are the user's and stay.
       allClientsByVerb: minus(byVerb(server), { LIST: own['LIST'] ?? 0, GET: own['GET'] ?? 0 }),
       load: { rollout: ctx.load.summary(t0, tApproval), promote: ctx.load.summary(tApproval, tEnd) },
+      cpu: { rollout: cpuDelta(c1, c0), promote: cpuDelta(c2, c1) },
       memory: { rssAtStartMB: rssAtStart / 2 ** 20, rssAtEndMB: proc.lastRss / 2 ** 20, peakRssMB: proc.peakRss / 2 ** 20 },
       errors,
       log: await live.ops.logSummary(),
