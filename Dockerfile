@@ -19,10 +19,11 @@ LABEL org.opencontainers.image.title="application-operator" \
       org.opencontainers.image.description="Kubernetes operator for Application resources, reconciled by Temporal workflows" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /app
-# NODE_OPTIONS and MALLOC_ARENA_MAX: the memory settings of operator/runtime.ts (about half the peak RSS).
+# NODE_OPTIONS and MALLOC_ARENA_MAX: the settings of operator/runtime.ts (about half the peak RSS, and calls into
+# workflow code without a watchdog thread each: operator/sandbox-calls.ts).
 ENV NODE_ENV=production \
     HOME=/tmp \
-    NODE_OPTIONS=--max-semi-space-size=2 \
+    NODE_OPTIONS="--max-semi-space-size=2 --import=./operator/sandbox-calls.ts" \
     MALLOC_ARENA_MAX=2 \
     WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js \
     METRICS_ADDR=0.0.0.0:9464

@@ -23,6 +23,7 @@ import { probeLoop, temporalSignaller } from './fleet.ts';
 import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
 import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
+import { watchCalls } from './sandbox-calls.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
 export interface RunningOperator {
@@ -154,6 +155,16 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     log.warn({ want: runtimeEnv }, 'started without the memory settings the container image uses (NODE_OPTIONS, MALLOC_ARENA_MAX): expect a higher peak memory than docs/benchmark.md reports');
   }
   const metrics = createMetrics();
+  // Set up before the Temporal worker starts its workflow thread, which finds it there (operator/sandbox-calls.ts).
+  const calls = cfg.mode !== 'watcher' && cfg.stuckWorkflowSeconds > 0 ? watchCalls(cfg.stuckWorkflowSeconds * 1000) : undefined;
+  let stuckSaid = false;
+  /** A call into workflow code past its deadline, said in the log once per call. */
+  const stuck = (): string | undefined => {
+    const detail = calls?.stuck();
+    if (detail && !stuckSaid) log.error({ stuckWorkflowSeconds: cfg.stuckWorkflowSeconds }, detail);
+    stuckSaid = detail !== undefined;
+    return detail;
+  };
   // Tracing first, so every span of start-up on has a provider; off unless configured (operator/tracing.ts).
   const tracingCfg = tracingConfig(process.env, cfg.otlpEndpoint);
   const tracing = tracingCfg ? await startTracing(tracingCfg) : undefined;
@@ -230,7 +241,10 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     }
 
     const server = await startHttpServer(cfg.metricsAddr, metrics.registry, {
-      healthz: () => ({ ok: true, detail: 'ok' }),
+      healthz: () => {
+        const detail = stuck();
+        return detail ? { ok: false, detail } : { ok: true, detail: 'ok' };
+      },
       readyz: () => {
         if (stopping.signal.aborted) return { ok: false, detail: 'stopping' };
         const problems: string[] = waitingFor ? [waitingFor] : [];
@@ -277,6 +291,15 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       if (stopping.signal.aborted) await connection.close();
       startedYet('creating the worker');
       worker = w;
+      if (calls && !calls.active) {
+        log.warn('started without operator/sandbox-calls.ts preloaded (the NODE_OPTIONS of operator/runtime.ts): every call into workflow code starts a watchdog thread, the Temporal SDK\'s own deadline (expect more CPU than docs/benchmark.md reports)');
+      } else if (calls) {
+        log.info({ stuckWorkflowSeconds: cfg.stuckWorkflowSeconds }, 'calls into workflow code run without a watchdog thread each (operator/sandbox-calls.ts): one still running after stuckWorkflowSeconds fails /healthz');
+        const timer = setInterval(stuck, 1000);
+        timer.unref();
+        started.push({ what: 'the stuck-workflow check', stop: () => Promise.resolve(clearInterval(timer)) });
+      }
+      if (calls) started.push({ what: 'the watch of calls into workflow code', stop: () => Promise.resolve(calls.close()) });
       const running = w.run().finally(() => connection.close());
       running.catch((err: unknown) => {
         if (stopping.signal.aborted) return;

@@ -1,4 +1,4 @@
-// How the operator's Node process is tuned for memory: the one place that says it. The container image (Dockerfile),
+// How the operator's Node process is tuned (memory, and calls into workflow code): the one place that says it. The container image (Dockerfile),
 // `npm start`, the demo and every operator the tests and the benchmark spawn start it with runtimeEnv (a unit test
 // checks that the Dockerfile and package.json say the same); runOperator applies the rest at start.
 // docs/benchmark.md ("Where the memory goes") has the measurements.
@@ -7,9 +7,11 @@ import { setFlagsFromString } from 'node:v8';
 /**
  * V8's young generation kept small (2 MB semi-spaces instead of 16, on the main thread and on the workflow thread):
  * with the default, most of each heap's growth during a wave of reconciles was young-generation room, never used.
- * It has to be set before the process starts (V8 sizes a heap once).
+ * It has to be set before the process starts (V8 sizes a heap once). And operator/sandbox-calls.ts preloaded, on
+ * the workflow thread too: calls into workflow code without a watchdog thread each (a path from the repository's
+ * root, where the operator runs from: /app in the image).
  */
-export const NODE_OPTIONS = '--max-semi-space-size=2';
+export const NODE_OPTIONS = '--max-semi-space-size=2 --import=./operator/sandbox-calls.ts';
 
 /**
  * glibc's malloc arenas capped: by default each thread that allocates (the Temporal core's Tokio threads, libuv's

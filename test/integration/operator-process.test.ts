@@ -142,6 +142,9 @@ describe('the operator process and its signals', () => {
     assert.deepEqual({ code: r.code, signal: r.signal }, { code: 0, signal: null });
     const logs = await op.logs();
     for (const step of ['stopping the watcher', 'stopping the worker', 'stopping the HTTP server', '"msg":"stopped"']) assert.ok(logs.includes(step), `log says ${step}`);
+    // Started as the image starts it (operator/runtime.ts): its workflow thread took the calls into workflow code over.
+    assert.match(logs, /calls into workflow code run without a watchdog thread each/);
+    assert.doesNotMatch(logs, /started without operator\/sandbox-calls\.ts preloaded/);
   });
 
   describe('when the API server stops answering just before the stop', () => {

@@ -34,6 +34,7 @@ const defaults: OperatorConfig = {
   maxConcurrentActivities: 10,
   maxConcurrentWorkflowTasks: 20,
   maxCachedWorkflows: 200,
+  stuckWorkflowSeconds: 5,
   progressRecheckSeconds: 30,
   releasePollSeconds: 30,
   resyncSeconds: 0,
@@ -57,6 +58,8 @@ describe('operatorConfig', () => {
 
   const cases: { name: string; args: string[]; env?: Record<string, string>; changes: Partial<OperatorConfig> }[] = [
     { name: 'namespaces split on commas and trimmed', args: ['--namespaces', ' team-a, team-b ,,team-c '], changes: { namespaces: ['team-a', 'team-b', 'team-c'] } },
+    { name: 'the SDK\'s per-call deadline back, by flag or environment', args: ['--stuck-workflow-seconds=0'], changes: { stuckWorkflowSeconds: 0 } },
+    { name: 'a longer stuck-workflow deadline from the environment', args: [], env: { STUCK_WORKFLOW_SECONDS: '30' }, changes: { stuckWorkflowSeconds: 30 } },
     { name: 'namespaces from the environment', args: [], env: { WATCH_NAMESPACES: 'prod,staging' }, changes: { namespaces: ['prod', 'staging'] } },
     { name: 'a flag wins over the environment', args: ['--temporal-address', 'flag:7233'], env: { TEMPORAL_ADDRESS: 'env:7233' }, changes: { temporalAddress: 'flag:7233' } },
     { name: 'an empty value means the default', args: ['--task-queue', ''], changes: {} },

@@ -1,0 +1,85 @@
+// Calls into workflow code without a watchdog thread each (operator/sandbox-calls.ts), on real threads: a thread
+// started with the module preloaded, as the Temporal SDK's workflow thread is in the operator, runs a node:vm call
+// that outlasts its `timeout` to the end while the main thread sees it running and stuck; without the watch set up,
+// the same call is cut off at its deadline as before. (A preload runs on a thread started from a file, as the SDK's
+// is, not on one started from a string.)
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { Script, createContext } from 'node:vm';
+import { Worker } from 'node:worker_threads';
+import { test } from 'node:test';
+import { NODE_OPTIONS } from '../../operator/runtime.ts';
+import { watchCalls } from '../../operator/sandbox-calls.ts';
+
+const preload = fileURLToPath(new URL('../../operator/sandbox-calls.ts', import.meta.url));
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+/** A thread that runs a node:vm call busy for `busyMs` under a `timeout` of 100 ms, and says how it ended. */
+function busyThread(busyMs: number): { started: Promise<void>; ended: Promise<{ ok: boolean; err?: string }> } {
+  const worker = new Worker(new URL('../fixtures/busy-thread.ts', import.meta.url), { workerData: { busyMs }, execArgv: ['--import', preload] });
+  let started!: () => void;
+  const startedP = new Promise<void>((resolve) => (started = resolve));
+  const ended = new Promise<{ ok: boolean; err?: string }>((resolve, reject) => {
+    worker.on('message', (m: unknown) => {
+      if (m === 'started') started();
+      else {
+        resolve(m as { ok: boolean; err?: string });
+        void worker.terminate();
+      }
+    });
+    worker.on('error', reject);
+  });
+  return { started: startedP, ended };
+}
+
+test('a watched thread runs a call past its node:vm timeout to the end; the main thread sees it running, then stuck', async () => {
+  const calls = watchCalls(200);
+  try {
+    const t = busyThread(800);
+    await t.started;
+    let longest = 0;
+    let stuck: string | undefined;
+    const watching = (async () => {
+      for (let i = 0; i < 60 && !stuck; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        longest = Math.max(longest, calls.runningMs());
+        stuck = calls.stuck();
+      }
+    })();
+    const ended = await t.ended;
+    await watching;
+    assert.deepEqual(ended, { ok: true }, 'the call ran past its 100 ms timeout to the end');
+    assert.equal(calls.active, true, 'the thread took its calls over');
+    assert.ok(longest >= 200, `the call was seen running (longest ${longest} ms)`);
+    assert.match(stuck ?? '', /a call into workflow code has run \d+ s without returning/);
+    assert.equal(calls.runningMs(), 0, 'no call in progress once it returned');
+    assert.equal(calls.stuck(), undefined);
+  } finally {
+    calls.close();
+  }
+});
+
+test('without the watch set up, a thread with the module preloaded keeps the node:vm deadline', async () => {
+  const calls = watchCalls(200);
+  calls.close();
+  const ended = await busyThread(800).ended;
+  assert.equal(ended.ok, false);
+  assert.match(ended.err ?? '', /timed out/);
+  assert.equal(calls.active, false);
+});
+
+test('on the main thread the module changes nothing: a call past its timeout is cut off', () => {
+  const calls = watchCalls(200);
+  try {
+    assert.throws(() => new Script('const end = Date.now() + 300; while (Date.now() < end) {}').runInContext(createContext({}), { timeout: 50 }), /timed out/);
+  } finally {
+    calls.close();
+  }
+});
+
+test('the operator\'s NODE_OPTIONS preloads this module by a path from the repository root', () => {
+  const imported = /--import=(\S+)/.exec(NODE_OPTIONS)?.[1];
+  assert.equal(imported, './operator/sandbox-calls.ts');
+  assert.ok(existsSync(new URL(imported, `file://${root}`)), `${imported} exists under ${root}`);
+});
