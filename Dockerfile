@@ -19,11 +19,11 @@ LABEL org.opencontainers.image.title="application-operator" \
       org.opencontainers.image.description="Kubernetes operator for Application resources, reconciled by Temporal workflows" \
       org.opencontainers.image.licenses="Apache-2.0"
 WORKDIR /app
-# NODE_OPTIONS and MALLOC_ARENA_MAX: the settings of operator/runtime.ts (about half the peak RSS, and calls into
-# workflow code without a watchdog thread each: operator/sandbox-calls.ts).
+# NODE_OPTIONS and MALLOC_ARENA_MAX: the memory settings of operator/runtime.ts (about half the peak RSS); node's
+# --import of its PRELOAD in the ENTRYPOINT: calls into workflow code without a watchdog thread each.
 ENV NODE_ENV=production \
     HOME=/tmp \
-    NODE_OPTIONS="--max-semi-space-size=2 --import=./operator/sandbox-calls.ts" \
+    NODE_OPTIONS=--max-semi-space-size=2 \
     MALLOC_ARENA_MAX=2 \
     WORKFLOW_BUNDLE_PATH=/app/dist/workflow-bundle.js \
     METRICS_ADDR=0.0.0.0:9464
@@ -31,4 +31,4 @@ ENV NODE_ENV=production \
 COPY --from=build /app /app
 USER 65532:65532
 EXPOSE 9464
-ENTRYPOINT ["node", "bin/application-operator.ts", "run"]
+ENTRYPOINT ["node", "--import=./operator/sandbox-calls.ts", "bin/application-operator.ts", "run"]

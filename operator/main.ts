@@ -292,7 +292,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       startedYet('creating the worker');
       worker = w;
       if (calls && !calls.active) {
-        log.warn('started without operator/sandbox-calls.ts preloaded (the NODE_OPTIONS of operator/runtime.ts): every call into workflow code starts a watchdog thread, the Temporal SDK\'s own deadline (expect more CPU than docs/benchmark.md reports)');
+        log.warn('started without operator/sandbox-calls.ts preloaded (node --import, operator/runtime.ts PRELOAD): every call into workflow code starts a watchdog thread, the Temporal SDK\'s own deadline (expect more CPU than docs/benchmark.md reports)');
       } else if (calls) {
         log.info({ stuckWorkflowSeconds: cfg.stuckWorkflowSeconds }, 'calls into workflow code run without a watchdog thread each (operator/sandbox-calls.ts): one still running after stuckWorkflowSeconds fails /healthz');
         const timer = setInterval(stuck, 1000);

@@ -2,22 +2,35 @@
 // `npm start`, the demo and every operator the tests and the benchmark spawn start it with runtimeEnv (a unit test
 // checks that the Dockerfile and package.json say the same); runOperator applies the rest at start.
 // docs/benchmark.md ("Where the memory goes") has the measurements.
+import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';
 
 /**
  * V8's young generation kept small (2 MB semi-spaces instead of 16, on the main thread and on the workflow thread):
  * with the default, most of each heap's growth during a wave of reconciles was young-generation room, never used.
- * It has to be set before the process starts (V8 sizes a heap once). And operator/sandbox-calls.ts preloaded, on
- * the workflow thread too: calls into workflow code without a watchdog thread each (a path from the repository's
- * root, where the operator runs from: /app in the image).
+ * It has to be set before the process starts (V8 sizes a heap once).
  */
-export const NODE_OPTIONS = '--max-semi-space-size=2 --import=./operator/sandbox-calls.ts';
+export const NODE_OPTIONS = '--max-semi-space-size=2';
 
 /**
  * glibc's malloc arenas capped: by default each thread that allocates (the Temporal core's Tokio threads, libuv's
  * pool, the workflow thread) may get an arena of its own, and what is freed in each stays mapped.
  */
 export const MALLOC_ARENA_MAX = '2';
+
+/**
+ * The module node preloads (`--import`) before the operator's entry point, which then runs on the workflow thread
+ * too: calls into workflow code without a watchdog thread each (operator/sandbox-calls.ts). A path from the
+ * repository's root; an argument of node's rather than NODE_OPTIONS, so that it resolves wherever the entry point
+ * does (the image's ENTRYPOINT, `npm start`, the launcher bin/application-operator, the spawners' preloadArgs) and
+ * no other node process inherits it.
+ */
+export const PRELOAD = 'operator/sandbox-calls.ts';
+
+/** The node arguments that go before bin/application-operator.ts, for the repository at `root`. */
+export function preloadArgs(root: string): string[] {
+  return [`--import=${join(root, PRELOAD)}`];
+}
 
 /** The environment an operator process is started with (what the Dockerfile sets with ENV). */
 export const runtimeEnv: Readonly<Record<string, string>> = { NODE_OPTIONS, MALLOC_ARENA_MAX };

@@ -6,7 +6,7 @@ import { join, resolve } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { buildAll, exists } from './build.ts';
 import { isAlive, isOurs, stopPid } from './processes.ts';
-import { withRuntimeEnv } from '../operator/runtime.ts';
+import { preloadArgs, withRuntimeEnv } from '../operator/runtime.ts';
 import { addScrapeTarget, envLines, kubectl, up, type StackInfo } from './stack.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -21,7 +21,7 @@ async function startOperator(info: StackInfo): Promise<{ pid: number; log: strin
   const log = join(info.stateDir, 'logs', 'operator.log');
   const fd = openSync(log, 'a');
   const child = spawn(nodeBin, [
-    join(root, 'bin', 'application-operator.ts'), 'run',
+    ...preloadArgs(root), join(root, 'bin', 'application-operator.ts'), 'run',
     `--kubeconfig=${info.kubeconfig}`, `--temporal-address=${info.temporalAddress}`, `--temporal-ui-url=${info.temporalUiUrl}`,
     `--metrics-addr=${operatorMetrics}`,
   ], { detached: true, stdio: ['ignore', fd, fd], cwd: root, env: withRuntimeEnv(process.env) });

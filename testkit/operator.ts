@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { freePort } from '../lib/net.ts';
 import { eventually, StopPolling } from '../lib/poll.ts';
-import { withRuntimeEnv } from '../operator/runtime.ts';
+import { preloadArgs, withRuntimeEnv } from '../operator/runtime.ts';
 import { testEnv } from './env.ts';
 
 const root = resolve(import.meta.dirname, '..');
@@ -94,7 +94,7 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
   const metricsAt = args.indexOf('--metrics-addr');
   const start = async (attempt = 1): Promise<void> => {
     args[metricsAt] = `--metrics-addr=127.0.0.1:${port}`;
-    child = spawn(process.execPath, [...(opts.nodeArgs ?? []), join(root, 'bin', 'application-operator.ts'), 'run', ...args], {
+    child = spawn(process.execPath, [...preloadArgs(root), ...(opts.nodeArgs ?? []), join(root, 'bin', 'application-operator.ts'), 'run', ...args], {
       cwd: root, env: withRuntimeEnv({ ...process.env, ...opts.extraEnv }), stdio: ['ignore', 'pipe', 'pipe'],
     });
     child.stdout?.pipe(log, { end: false });

@@ -1,9 +1,9 @@
 // The operator's process settings (operator/runtime.ts) are the ones the image and `npm start` use, and the spawners'
 // merge keeps what a caller already set.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { MALLOC_ARENA_MAX, NODE_OPTIONS, runtimeEnv, runtimeTuned, withRuntimeEnv } from '../../operator/runtime.ts';
+import { MALLOC_ARENA_MAX, NODE_OPTIONS, PRELOAD, preloadArgs, runtimeEnv, runtimeTuned, withRuntimeEnv } from '../../operator/runtime.ts';
 
 const read = (file: string) => readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8');
 
@@ -22,11 +22,19 @@ test('the image runs the operator with the runtime settings of operator/runtime.
   for (const [k, v] of Object.entries(runtimeEnv)) assert.equal(env[k], v, `Dockerfile ENV ${k}`);
 });
 
+test('the image, the launcher and the spawners preload operator/sandbox-calls.ts by a path that resolves where the entry point does', () => {
+  assert.ok(existsSync(new URL(`../../${PRELOAD}`, import.meta.url)), `${PRELOAD} exists`);
+  const entrypoint = /^ENTRYPOINT (.*)$/m.exec(read('Dockerfile'))?.[1] ?? '';
+  assert.deepEqual(JSON.parse(entrypoint), ['node', `--import=./${PRELOAD}`, 'bin/application-operator.ts', 'run'], 'beside the entry point, from WORKDIR');
+  assert.ok(read('bin/application-operator').includes(`exec "$node" --import="$root/${PRELOAD}" "$dir/application-operator.ts" "$@"`), 'the launcher, from its own root');
+  assert.deepEqual(preloadArgs('/repo'), [`--import=/repo/${PRELOAD}`]);
+});
+
 test('npm start runs the operator with the same settings', () => {
   const start = (JSON.parse(read('package.json')) as { scripts: Record<string, string> }).scripts['start'] ?? '';
-  assert.ok(start.includes(`NODE_OPTIONS='${NODE_OPTIONS}' `), `npm start sets NODE_OPTIONS='${NODE_OPTIONS}': ${start}`);
+  assert.match(start, new RegExp(`NODE_OPTIONS=${NODE_OPTIONS}( |$)`));
   assert.match(start, new RegExp(`MALLOC_ARENA_MAX=${MALLOC_ARENA_MAX}( |$)`));
-  assert.match(start, /bin\/application-operator\.ts run$/);
+  assert.ok(start.endsWith(`node --import=./${PRELOAD} bin/application-operator.ts run`), start);
 });
 
 test('withRuntimeEnv adds the settings and keeps what the caller set', () => {
