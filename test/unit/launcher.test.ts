@@ -7,6 +7,7 @@ import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSy
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
+import { PRELOAD } from '../../operator/runtime.ts';
 
 const bin = resolve(import.meta.dirname, '..', '..', 'bin');
 const made: string[] = [];
@@ -36,6 +37,9 @@ function project(opts: { projectNode?: boolean; pathNode?: string }): { root: st
   return { root, path: pathDir };
 }
 
+/** The preload the launcher puts before the entry point (operator/runtime.ts PRELOAD), from the project's root. */
+const preload = (root: string) => `--import=${join(root, PRELOAD)}`;
+
 function run(file: string, args: string[], path: string): Promise<{ code: number; out: string; err: string }> {
   return new Promise((res) => {
     execFile('/bin/sh', [file, ...args], { env: { PATH: path } }, (error, stdout, stderr) => {
@@ -49,13 +53,13 @@ describe('the launcher', () => {
     const p = project({ projectNode: true, pathNode: 'v20.20.2' });
     const r = await run(join(p.root, 'bin', 'application-operator'), ['status', 'shop'], p.path);
     assert.equal(r.code, 0, r.err);
-    assert.equal(r.out.trim(), `project node ran: ${join(p.root, 'bin', 'application-operator.ts')} status shop`);
+    assert.equal(r.out.trim(), `project node ran: ${preload(p.root)} ${join(p.root, 'bin', 'application-operator.ts')} status shop`);
   });
 
   test('without one, uses a new enough node on PATH', async () => {
     const p = project({ pathNode: 'v22.19.0' });
     const r = await run(join(p.root, 'bin', 'application-operator'), ['--help'], p.path);
-    assert.equal(r.out.trim(), `PATH node ran: ${join(p.root, 'bin', 'application-operator.ts')} --help`);
+    assert.equal(r.out.trim(), `PATH node ran: ${preload(p.root)} ${join(p.root, 'bin', 'application-operator.ts')} --help`);
   });
 
   for (const version of ['v20.20.2', 'v22.18.0']) {
