@@ -1,6 +1,7 @@
-// How the operator's Node process is tuned (memory, and calls into workflow code): the one place that says it. The container image (Dockerfile),
-// `npm start`, the demo and every operator the tests and the benchmark spawn start it with runtimeEnv (a unit test
-// checks that the Dockerfile and package.json say the same); runOperator applies the rest at start.
+// How the operator's Node process is tuned (memory, and calls into workflow code): the one place that says it. The
+// container image (Dockerfile), `npm start`, the demo and every operator the tests and the benchmark spawn start it
+// with runtimeEnv and PRELOAD (a unit test checks that the Dockerfile and package.json say the same); runOperator
+// applies the rest at start.
 // docs/benchmark.md ("Where the memory goes") has the measurements.
 import { join } from 'node:path';
 import { setFlagsFromString } from 'node:v8';

@@ -7,8 +7,8 @@
 // "Calls into workflow code").
 //
 // This module is preloaded into the operator's process (node's `--import`: operator/runtime.ts PRELOAD), so it runs
-// on the workflow thread too (the SDK's pool of one thread) before the SDK loads there. On a worker thread whose process set up `watchCalls`
-// (before the Temporal worker started its thread), it drops `timeout` from node:vm calls and writes the start of
+// on the workflow thread too (the SDK's pool of one thread) before the SDK loads there. On a worker thread whose
+// process set up `watchCalls` (before the Temporal worker started its thread), it drops `timeout` from node:vm calls and writes the start of
 // the call in progress where the main thread reads it: a call that has not returned within the deadline fails
 // /healthz (a workflow stuck in an endless loop has the whole thread, as the SDK's own check would have reported
 // it), and the kubelet restarts the process. Without `watchCalls` (another process, `--stuck-workflow-seconds=0`)
