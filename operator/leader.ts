@@ -234,19 +234,32 @@ export class LeaderElector {
     if (lease?.metadata.resourceVersion) this.observation = { resourceVersion: lease.metadata.resourceVersion, observedAt: now };
   }
 
-  /** Hands the Lease back (empty holder) so a waiting replica need not wait for it to expire. */
+  /**
+   * Hands the Lease back (empty holder) so a waiting replica need not wait for it to expire. Our copy may be stale: a
+   * renewal cut off by stop() can still have landed on the server. On a conflict the Lease is read again and released
+   * if it still names us.
+   */
   private async release(): Promise<void> {
-    const lease = this.current;
-    if (!lease || lease.spec?.holderIdentity !== this.identity) return;
-    try {
-      await this.opts.kube.request<Lease>('PUT', objectPath(this.ref), {
-        body: { ...lease, spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(this.now()) } },
-        timeoutMs: 5_000,
-      });
-      this.opts.log.info({ lease: this.leaseName() }, 'released the lease');
-    } catch (err) {
-      // It will expire on its own after leaseDurationSeconds.
-      this.opts.log.warn({ lease: this.leaseName(), err: errMessage(err) }, 'could not release the lease');
+    const { kube, log } = this.opts;
+    let lease = this.current;
+    for (let attempt = 1; ; attempt++) {
+      if (!lease || lease.spec?.holderIdentity !== this.identity) return;
+      try {
+        await kube.request<Lease>('PUT', objectPath(this.ref), {
+          body: { ...lease, spec: { ...lease.spec, holderIdentity: null, leaseDurationSeconds: 1, renewTime: microTime(this.now()) } },
+          timeoutMs: 5_000,
+        });
+        log.info({ lease: this.leaseName() }, 'released the lease');
+        return;
+      } catch (err) {
+        if (err instanceof KubeError && err.status === 409 && attempt < 3) {
+          lease = await kube.request<Lease>('GET', objectPath(this.ref), { allowNotFound: true, timeoutMs: 5_000 }).catch(() => lease);
+          continue;
+        }
+        // It will expire on its own after leaseDurationSeconds.
+        log.warn({ lease: this.leaseName(), err: errMessage(err) }, 'could not release the lease');
+        return;
+      }
     }
   }
 }

@@ -99,6 +99,21 @@ describe('LeaderElector', () => {
     await b.elector.stop();
   });
 
+  // A CI run caught the leader keeping the Lease after stop(): the renewal in flight when stop() aborted it had
+  // landed, so the release was sent with an older resourceVersion, got 409 and gave up. Here another writer changes
+  // the Lease between the leader's renewals (a long retry period keeps a renewal from refreshing its copy first).
+  it('releases the Lease on stop even when its copy of it is stale', async () => {
+    const slow = new LeaderElector({ kube: await kubeApi(), namespace: ns.name, name: 'stale', identity: 'e', log, leaseDurationSeconds: 60, renewDeadlineSeconds: 40, retryPeriodSeconds: 30 });
+    electors.push(slow);
+    slow.start({ onStartedLeading: () => undefined, onStoppedLeading: () => undefined });
+    await until('e leads', () => slow.leading, { timeoutMs: 10_000, intervalMs: 50 });
+    await kube(['-n', ns.name, 'label', 'lease', 'stale', 'touched=yes']);
+    await slow.stop();
+    const released = await lease('stale');
+    assert.equal(released!.spec.holderIdentity, undefined, 'released on stop');
+    assert.equal(released!.metadata.labels.touched, 'yes', "the other writer's change kept");
+  });
+
   it('steps down when another writer takes the Lease away', async () => {
     const d = await candidate('stolen', 'd');
     try {
