@@ -64,7 +64,8 @@ export const usage = `usage: npm run bench -- --apps N [options]
                            and the Application workflows left running; the floor's namespace deleted likewise;
                            rollouts: N mesh apps converged by one process, then a canary on all N at once (weight 20,
                            pause 5 s, weight 50, approval; gates every 2 s): time to the first weight, how late each
-                           timed pause ended, then all N promoted at once: promote -> 100% stable (no floor)
+                           timed pause ended, then all N promoted at once: promote -> 100% stable, against a floor
+                           (the same N promotes' writes made directly, all at once, no operator)
   --waiting-minutes M      waiting: how long they wait while counted (default 5)
   --apps N                 Applications per run (required for convergence, restart and delete; rollouts: default 100)
   --latency-sample L       latency: Applications created one at a time, then changed one at a time (default 50)
@@ -80,7 +81,7 @@ export const usage = `usage: npm run bench -- --apps N [options]
   --history-sample H       convergence, rollouts: workflow histories read to count Temporal events, extrapolated to all (default 200)
   --pod-delay-ms MS        kwok delay per pod transition (default 100)
   --out DIR                where results go (default results/)
-  --no-floor               skip the floor measurement (convergence, delete; the other scenarios have none)
+  --no-floor               skip the floor measurement (convergence, delete, rollouts; the others have none)
   --no-finalizer-policy    the operator's namespaces are not bound to the chart's finalizer policy: the operator
                            adds its finalizer itself (one write more per create), as on a cluster without the policy
   --operator-arg FLAG      extra flag for every operator process (repeatable), e.g. --operator-arg=--coalesce-ms=100
@@ -154,7 +155,7 @@ export function parseOptions(argv: string[]): Command {
       historySample: int('history-sample', values['history-sample'], 1),
       podDelayMs: int('pod-delay-ms', values['pod-delay-ms'], 0),
       out: resolve(values.out),
-      floor: (scenario === 'convergence' || scenario === 'delete') && !values['no-floor'],
+      floor: (scenario === 'convergence' || scenario === 'delete' || scenario === 'rollouts') && !values['no-floor'],
       finalizerPolicy: !values['no-finalizer-policy'],
       keepStack: values['keep-stack'],
       operatorArgs: values['operator-arg'],

@@ -120,6 +120,7 @@ export const rolloutsDefinitions: Record<string, string> = {
   'spec change -> first weight': 'the patch answered -> the VirtualService first read canary 20',
   'pause late': 'the VirtualService first read canary 50 - (it first read canary 20 + the pause\'s 5 s): how late the timed pause ended, as traffic shows it (the next step\'s gate and the weight write included); "against pauseEndsAt": the same against status.canary.pauseEndsAt, the end the rollout set itself',
   promote: 'once every app waited at its approval (status.canary phase Paused at step 3, weight 50), all promoted at once with control(client, \'promote\', ...) (a Temporal update, as bench/promote.ts): request sent -> the VirtualService first read 100% stable (the targets); also from the update accepted (bench/promote.ts\'s definition) and to status.canary.phase Promoted',
+  'promote floor': 'before the operator\'s run, in a namespace of its own with no operator: N Applications with the same canary, their children rendered by the operator\'s renderers as at the approval (canary Deployment running, weight 50) and server-side applied; then all N at once, each in order: spec.image merge-patched to the canary\'s image, the stable Deployment applied, its rollout awaited on a watch of the Deployments, the VirtualService applied at 100% stable; start -> that apply answered. No status, Event, read-back or canary removal: a promote cannot be faster on this machine',
   timers: 'from up to --history-sample rollout histories, every timer that fired (gate checks, the pause\'s end): TimerFired, and the start of the next workflow task (when the workflow could act), each minus TimerStarted + its timeout',
   requests: 'from the first patch to the last app Promoted: the operator\'s own requests (probe), and apiserver_request_total deltas of all clients with the bench\'s reads subtracted (the bench\'s two watches are not subtracted)',
   'samples that did not complete': 'count as never in the targets\' percentiles',
@@ -129,7 +130,7 @@ export const rolloutsDefinitions: Record<string, string> = {
 export const rolloutsGoals = { promoteP50Ms: 1500, promoteP99Ms: 5000 };
 
 /** The rollouts scenario's targets with a verdict each (reported, never asserted); an app that did not get there counts as never. */
-export function rolloutsTargets(r: Pick<RolloutsResult, 'apps' | 'plan' | 'promoteMs' | 'pauseLatenessMs' | 'timers' | 'errors'>): Report['targets'] {
+export function rolloutsTargets(r: Pick<RolloutsResult, 'apps' | 'plan' | 'promoteMs' | 'pauseLatenessMs' | 'timers' | 'errors' | 'floor'>): Report['targets'] {
   const row = (target: string, ok: boolean | null, value: string) => ({ target, results: [{ workers: 1, verdict: verdict(ok), value }] });
   const missing = (done: number) => (done < r.apps ? ` (${r.apps - done}/${r.apps} did not complete)` : '');
   const never = (v: number[]) => distribution([...v, ...Array.from({ length: Math.max(0, r.apps - v.length) }, () => Infinity)]);
@@ -138,9 +139,12 @@ export function rolloutsTargets(r: Pick<RolloutsResult, 'apps' | 'plan' | 'promo
   const pause = never(r.pauseLatenessMs);
   const interval = r.plan.gateIntervalMs;
   const seen = r.timers?.seen ?? null;
+  // The floor's figure beside each: a target below the floor's cannot be met by any operator on this machine.
+  const floor = r.floor ? distribution([...r.floor.promoteMs, ...Array.from({ length: Math.max(0, r.floor.apps - r.floor.promoteMs.length) }, () => Infinity)]) : null;
+  const onFloor = (q: 'p50' | 'p99') => (floor ? `; floor ${s(floor[q])}${promote && Number.isFinite(promote[q]) && Number.isFinite(floor[q]) && floor[q] > 0 ? `, ${(promote[q] / floor[q]).toFixed(2)}x` : ''}` : '');
   return [
-    row(`promote -> 100% stable p50 < ${rolloutsGoals.promoteP50Ms / 1000} s`, promote ? promote.p50 < rolloutsGoals.promoteP50Ms : null, `${promote ? s(promote.p50) : 'not measured'}${missing(r.promoteMs.length)}`),
-    row(`promote -> 100% stable p99 < ${rolloutsGoals.promoteP99Ms / 1000} s`, promote ? promote.p99 < rolloutsGoals.promoteP99Ms : null, `${promote ? s(promote.p99) : 'not measured'}${missing(r.promoteMs.length)}`),
+    row(`promote -> 100% stable p50 < ${rolloutsGoals.promoteP50Ms / 1000} s`, promote ? promote.p50 < rolloutsGoals.promoteP50Ms : null, `${promote ? s(promote.p50) : 'not measured'}${missing(r.promoteMs.length)}${onFloor('p50')}`),
+    row(`promote -> 100% stable p99 < ${rolloutsGoals.promoteP99Ms / 1000} s`, promote ? promote.p99 < rolloutsGoals.promoteP99Ms : null, `${promote ? s(promote.p99) : 'not measured'}${missing(r.promoteMs.length)}${onFloor('p99')}`),
     row(`no timed pause late by more than one gate interval (${interval / 1000} s)`, pause ? pause.max <= interval : null, `max ${pause ? s(pause.max) : 'not measured'}${missing(r.pauseLatenessMs.length)}`),
     row(`no timer seen late by more than one gate interval (${interval / 1000} s)`, seen ? seen.max <= interval : null, seen ? `max ${s(seen.max)} (${r.timers!.timers} timers in ${r.timers!.histories} histories)` : 'not measured'),
     row('every rollout reached its approval and was promoted', r.promoteMs.length === r.apps && r.errors.length === 0, `${r.promoteMs.length}/${r.apps}, ${r.errors.length} errors`),
@@ -515,6 +519,7 @@ function rolloutsTables(rep: Report, r: RolloutsResult, out: string[]): void {
     [`pause late: weight ${p.secondWeight} - (weight ${p.firstWeight} + ${p.pauseMs / 1000} s)`, r.pauseLatenessMs, r.apps],
     ['pause late: against status.canary.pauseEndsAt', r.pauseLatenessFromEndMs, r.apps],
     ['promote request -> 100% stable', r.promoteMs, r.apps],
+    ...(r.floor ? [['  floor: the same promotes\' writes made directly, no operator', r.floor.promoteMs, r.floor.apps] as [string, number[], number]] : []),
     ['promote accepted -> 100% stable', r.promoteFromAcceptedMs, r.apps],
     ['promote request -> update accepted', r.promoteUpdateMs, r.apps],
     ['promote request -> phase Promoted', r.promotedMs, r.apps],
@@ -528,10 +533,15 @@ function rolloutsTables(rep: Report, r: RolloutsResult, out: string[]): void {
   out.push(`the ${r.apps} patches took ${r.startSeconds.toFixed(1)} s; every app at its approval ${r.toApprovalSeconds.toFixed(1)} s after the first; the promotes until every app Promoted ${r.promoteSeconds.toFixed(1)} s; gates every ${p.gateIntervalMs / 1000} s`);
   out.push(table(['window', 'load avg (max)', 'others\' CPU'], [['rollouts (patches -> all at the approval)', ...loadCells(r.load.rollout)], ['promotes (-> all Promoted)', ...loadCells(r.load.promote)]]));
   out.push(`load avg = the 1-minute load average sampled every 2 s during the window (mean, and max); others' CPU = the share of the machine's ${String(rep.machine['cores'])} cores used by processes this benchmark does not measure`);
+  if (r.floor) {
+    const f = r.floor;
+    out.push(`floor (namespace ${f.namespace}, before the operator's run): ${f.apps} Applications with their children as at the approval set up in ${f.setupSeconds.toFixed(1)} s; all promoted at once (per app: spec.image patched, stable Deployment applied, its rollout awaited on a watch, VirtualService applied at 100% stable) in ${f.promoteSeconds.toFixed(1)} s${f.errors.length ? `; ${f.errors.length} errors, the first: ${f.errors[0]}` : ''}`);
+    out.push(table(['window', 'load avg (max)', 'others\' CPU'], [['floor promotes', ...loadCells(f.load)]]));
+  }
   out.push(`operator RSS: ${mb(r.memory.rssAtStartMB)} before the rollouts, ${mb(r.memory.rssAtEndMB)} after; peak (VmHWM, the process's whole life) ${mb(r.memory.peakRssMB)}`);
   if (r.cpu) {
     h('CPU by component, ms per rollout (from /proc; "others" = the rest of the machine: other people\'s work on a shared machine)');
-    out.push(cpuTable(rep, [['rollouts', r.cpu.rollout, r.toApprovalSeconds], ['promotes', r.cpu.promote, r.promoteSeconds]], r.apps));
+    out.push(cpuTable(rep, [['rollouts', r.cpu.rollout, r.toApprovalSeconds], ['promotes', r.cpu.promote, r.promoteSeconds], ...(r.floor ? [['floor promotes', r.floor.cpu, r.floor.promoteSeconds] as [string, CpuSnapshot, number]] : [])], r.apps));
   }
 
   h('API requests from the first patch to the last Promoted (totals, and per app)');

@@ -17,6 +17,7 @@ import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
 import type { Ctx } from './context.ts';
 import type { LoadSummary } from './load.ts';
 import type { LiveRun } from './operator-run.ts';
+import type { PromoteFloorResult } from './promote-floor.ts';
 import { probeByVerb, sumProbes, type ProbeCounts } from './operators.ts';
 import { millis } from './temporal.ts';
 import { distribution, phase, pool, progress, retrying, type Distribution } from './util.ts';
@@ -102,6 +103,8 @@ export interface RolloutsResult {
   memory: { rssAtStartMB: number; rssAtEndMB: number; peakRssMB: number };
   errors: string[];
   log: { warnings: number; errors: number; messages: Record<string, number> };
+  /** The same N promotes' writes made directly, no operator (bench/promote-floor.ts); absent with --no-floor. */
+  floor?: PromoteFloorResult;
 }
 
 /** The per-app figures of a set of AppTimes, each only where both of its ends were seen. */

@@ -32,6 +32,7 @@ import { LoadSampler } from './load.ts';
 import { importCosts } from './memory.ts';
 import type { Ctx } from './context.ts';
 import { runFloor } from './floor.ts';
+import { runPromoteFloor } from './promote-floor.ts';
 import { runLatency } from './latency.ts';
 import { runWaiting } from './waiting.ts';
 import { runOperator, type RunResult } from './operator-run.ts';
@@ -61,8 +62,8 @@ async function main(): Promise<number> {
   const startedAt = new Date();
   const command = process.env['npm_lifecycle_event'] === 'bench' ? `npm run bench -- ${argv.join(' ')}` : `node bench/run.ts ${argv.join(' ')}`;
   const runsCount = opts.workers.length;
-  // The rollouts scenario's apps each run a canary pod beside their stable one.
-  const pods = opts.apps * ((opts.floor ? 1 : 0) + runsCount + (opts.scenario === 'rollouts' ? 1 : 0)) + runsCount * opts.promoteSample * 2;
+  // The rollouts scenario's apps (and its floor's) each run a canary pod beside their stable one.
+  const pods = opts.apps * ((opts.floor ? 1 : 0) + runsCount) * (opts.scenario === 'rollouts' ? 2 : 1) + runsCount * opts.promoteSample * 2;
   const nodes = Math.ceil(pods / 4000) + 1;
   const { machine, versions } = await setup();
   const latencyScenario = opts.scenario === 'latency';
@@ -155,15 +156,18 @@ async function main(): Promise<number> {
     }
 
     if (opts.scenario === 'restart' || opts.scenario === 'delete' || opts.scenario === 'rollouts') {
-      const floor = opts.floor ? await runFloor(ctx) : null;
+      // The rollouts scenario's floor is the promote of its N canaries without an operator (bench/promote-floor.ts).
+      const floor = opts.floor && opts.scenario !== 'rollouts' ? await runFloor(ctx) : null;
+      const promoteFloor = opts.floor && opts.scenario === 'rollouts' ? await runPromoteFloor(ctx) : null;
       // The floor's namespace goes first, timed, so that the operator's run does not share the machine with it.
-      const floorDeletion = floor ? await phase(`floor: delete namespace ${floor.namespace} until it is gone`, () => deleteNamespace(ctx, floor.namespace)) : null;
+      const floorNamespace = floor?.namespace ?? promoteFloor?.namespace;
+      const floorDeletion = floorNamespace ? await phase(`floor: delete namespace ${floorNamespace} until it is gone`, () => deleteNamespace(ctx, floorNamespace)) : null;
       let restart: RestartResult | undefined;
       let deletion: DeleteResult | undefined;
       let rollouts: RolloutsResult | undefined;
       const run = await runOperator(ctx, 1, floor, async (live) => {
         if (opts.scenario === 'restart') restart = await runRestarts(ctx, live);
-        else if (opts.scenario === 'rollouts') rollouts = await runRollouts(ctx, live);
+        else if (opts.scenario === 'rollouts') rollouts = { ...await runRollouts(ctx, live), ...(promoteFloor ? { floor: promoteFloor } : {}) };
         else deletion = await runDelete(ctx, live, floorDeletion);
       }, opts.scenario === 'rollouts' ? meshAppSpec : undefined);
       const report: Report = {

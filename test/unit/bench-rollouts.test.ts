@@ -8,10 +8,12 @@ const rows = (t: ReturnType<typeof rolloutsTargets>) => t.map((x) => `${x.target
 const at = (ms: number) => ({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 });
 
 describe('bench options: --scenario rollouts', () => {
-  test('100 apps by default, one process, no floor, no promote sample', () => {
+  test('100 apps by default, one process, its promote floor, no promote sample', () => {
     const c = parseOptions(['--scenario', 'rollouts']);
     assert.ok('run' in c);
-    assert.deepEqual([c.run.scenario, c.run.apps, c.run.workers, c.run.floor, c.run.promoteSample], ['rollouts', 100, [1], false, 0]);
+    assert.deepEqual([c.run.scenario, c.run.apps, c.run.workers, c.run.floor, c.run.promoteSample], ['rollouts', 100, [1], true, 0]);
+    const nf = parseOptions(['--scenario', 'rollouts', '--no-floor']);
+    assert.ok('run' in nf && nf.run.floor === false);
     const n = parseOptions(['--scenario', 'rollouts', '--apps', '20', '--idle-seconds', '5', '--promote-sample', '2']);
     assert.ok('run' in n);
     assert.deepEqual([n.run.apps, n.run.idleSeconds, n.run.promoteSample], [20, 5, 2]);
@@ -79,5 +81,14 @@ describe('rolloutsTargets', () => {
       'no timer seen late by more than one gate interval (2 s): n/a not measured',
       'every rollout reached its approval and was promoted: MISS 3/4, 1 errors',
     ]);
+  });
+  test("the promote floor's percentiles beside the operator's, with the ratio; a floor promote that failed counts as never", () => {
+    const floor = { namespace: 'f', apps: 4, setupSeconds: 1, promoteMs: [300, 400, 500, 600], promoteSeconds: 0.6, writesPerApp: 3, cpu: {}, load: { samples: 0 } as never, errors: [] };
+    assert.deepEqual(rows(rolloutsTargets({ ...base, floor, promoteMs: [800, 900, 1000, 6000], pauseLatenessMs: [100] })).slice(0, 2), [
+      'promote -> 100% stable p50 < 1.5 s: PASS 0.90 s; floor 0.40 s, 2.25x',
+      'promote -> 100% stable p99 < 5 s: MISS 6.00 s; floor 0.60 s, 10.00x',
+    ]);
+    const broken = { ...floor, promoteMs: [300, 400, 500], errors: ['app-3: timeout'] };
+    assert.deepEqual(rows(rolloutsTargets({ ...base, floor: broken, promoteMs: [800, 900, 1000, 6000], pauseLatenessMs: [100] }))[1], 'promote -> 100% stable p99 < 5 s: MISS 6.00 s; floor did not complete');
   });
 });
