@@ -327,6 +327,16 @@ describe('the Helm chart', () => {
     assert.equal(cfg.clusterProbeSeconds, 0, 'without fleet, the operator probes no member clusters (it may not read their Secrets)');
   });
 
+  // A user who named the namespaces in extraArgs got a finalizer policy bound to every namespace: Applications where
+  // no operator watched kept a finalizer that held their deletion.
+  it('refuses watched namespaces given past watchNamespaces (extraArgs, extraEnv), which the finalizer policy would not follow', async () => {
+    await assert.rejects(render(ns.name, ['--set-json', 'extraArgs=["--namespaces=team-a"]']), /extraArgs: set watchNamespaces instead of --namespaces/);
+    await assert.rejects(render(ns.name, ['--set-json', 'extraArgs=["--namespaces","team-a"]']), /extraArgs: set watchNamespaces instead of --namespaces/);
+    await assert.rejects(render(ns.name, ['--set-json', 'extraEnv=[{"name":"WATCH_NAMESPACES","value":"team-a"}]']), /extraEnv: set watchNamespaces instead of WATCH_NAMESPACES/);
+    const fine = await render(ns.name, ['--set-json', 'extraArgs=["--namespaces-are-not-this=1"]', '--set-json', 'extraEnv=[{"name":"RESYNC_SECONDS","value":"600"}]']);
+    assert.deepEqual(one(fine, 'Deployment').spec.template.spec.containers[0].args, ['--namespaces-are-not-this=1']);
+  });
+
   it('refuses a ServiceMonitor without the Service it selects', async () => {
     await assert.rejects(render(ns.name, ['--set', 'metrics.serviceMonitor.enabled=true', '--set', 'metrics.service.enabled=false']), /metrics\.serviceMonitor\.enabled needs metrics\.service\.enabled/);
   });
