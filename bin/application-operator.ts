@@ -2,7 +2,7 @@
 // talk to an Application's workflows through Temporal. The launcher bin/application-operator (also `kubectl app`)
 // picks the Node that runs it.
 import { Command, Option } from 'commander';
-import { clientConfig, operatorConfig, withClientOptions, withOperatorOptions } from '../operator/config.ts';
+import { clientConfig, int, operatorConfig, withClientOptions, withOperatorOptions } from '../operator/config.ts';
 import { runOperatorProcess } from '../operator/main.ts';
 import { connectClient } from '../operator/temporal.ts';
 import { codecServerConfig, runCodecServer, withCodecServerOptions } from '../operator/codec-server.ts';
@@ -132,7 +132,7 @@ withClientOptions(withRelease(release.command('status').description('show the Re
 
 withClientOptions(withTarget(program.command('history').description('every rollout of the Application (canary or blue-green), newest first: steps, routes, analysis verdicts, who promoted, aborted, paused or resumed and why, and when; read from the workflow histories'))
   .option('-o, --output <format>', 'text or json', 'text')
-  .option('--limit <n>', 'at most this many rollouts', (v) => Number.parseInt(v, 10), 20))
+  .option('--limit <n>', 'at most this many rollouts', int, 20))
   .action(async (app: string, opts: Record<string, unknown>) => {
     const ns = namespaceOf(opts);
     await withTemporal(clientConfig(opts), async (client) => {

@@ -69,9 +69,10 @@ export interface OperatorConfig {
   clusterProbeSeconds: number;
 }
 
-const int = (v: string) => {
-  const n = Number.parseInt(v, 10);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`not a non-negative integer: ${v}`);
+// Whole digits only: parseInt read "1e3" as 1 and "0.5" as 0, a flag quietly set to something else than was asked.
+export const int = (v: string): number => {
+  const n = Number(v.trim());
+  if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw new Error(`not a non-negative integer: ${v}`);
   return n;
 };
 

@@ -29,6 +29,16 @@ describe('client commands --help', () => {
       assert.ok(text.indexOf('--namespace') < text.indexOf('Connection:'));
     });
   }
+  // parseInt took "1e2" as 1 and "abc" as NaN (every rollout, or none).
+  test('history --limit takes a whole number only, and says so before connecting anywhere', async () => {
+    for (const bad of ['1e2', 'abc', '-3', '2.5']) {
+      await assert.rejects(promisify(execFile)(process.execPath, [cli, 'history', 'app', '--limit', bad]), (err: { code?: number; stderr?: string }) => {
+        assert.equal(err.code, 1);
+        assert.match(err.stderr ?? '', new RegExp(`not a non-negative integer: ${bad.replace('.', '\\.')}`));
+        return true;
+      });
+    }
+  });
   test('run still takes the operator flags', async () => {
     const text = await help('run');
     for (const flag of [...operatorOnly, ...connection]) assert.match(text, new RegExp(`${flag}\\b`), flag);

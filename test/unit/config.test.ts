@@ -93,6 +93,10 @@ describe('operatorConfig', () => {
     { name: 'TLS key without cert', args: ['--temporal-tls-key', '/tls/tls.key'], error: /--temporal-tls-cert and --temporal-tls-key go together/ },
     { name: 'a mode that does not exist', args: ['--mode', 'both'], error: /Allowed choices are all, watcher, worker/ },
     { name: 'a count that is not a number', args: ['--max-concurrent-activities', 'ten'], error: /not a non-negative integer: ten/ },
+    // parseInt took these as 1, 0 and 30: a deadline of a second, the SDK's per-call deadline, a count cut short.
+    { name: 'a number in exponent form', args: ['--resync-seconds', '1e3'], error: /not a non-negative integer: 1e3/ },
+    { name: 'a fraction', args: ['--stuck-workflow-seconds', '0.5'], error: /not a non-negative integer: 0.5/ },
+    { name: 'a number with a unit', args: ['--progress-recheck-seconds', '30s'], error: /not a non-negative integer: 30s/ },
     { name: 'a URL among the check hosts', args: ['--check-allowed-hosts', 'ok.svc,http://smoke.svc'], error: /--check-allowed-hosts: "http:\/\/smoke.svc" is not a host name/ },
     {
       name: 'a renew deadline longer than the Lease',
