@@ -21,7 +21,7 @@ import { appNames, createApps, createNamespace } from './apps.ts';
 import type { Ctx } from './context.ts';
 import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
 import type { LoadSummary } from './load.ts';
-import { canarySpec, meshAppSpec, plan } from './rollouts.ts';
+import { canarySpec, meshAppSpec, plan } from './rollout-plan.ts';
 import { PhaseError, phase, pool, progress, retrying } from './util.ts';
 
 export interface PromoteFloorResult {

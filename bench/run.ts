@@ -40,7 +40,8 @@ import { parseOptions } from './options.ts';
 import { deleteNamespace } from './apps.ts';
 import { runDelete, type DeleteResult } from './delete.ts';
 import { runRestarts, type RestartResult } from './restart.ts';
-import { meshAppSpec, runRollouts, type RolloutsResult } from './rollouts.ts';
+import { meshAppSpec } from './rollout-plan.ts';
+import { runRollouts, type RolloutsResult } from './rollouts.ts';
 import {
   definitions, deleteDefinitions, latencyDefinitions, latencyTargets, printReport, reportTargets, restartDefinitions, rolloutsDefinitions, setup, targets, writeResults, type Report,
 } from './report.ts';

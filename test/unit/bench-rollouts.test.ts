@@ -2,7 +2,8 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { parseOptions } from '../../bench/options.ts';
 import { rolloutsTargets } from '../../bench/report.ts';
-import { plan, rolloutFigures, timerLateness, type AppTimes } from '../../bench/rollouts.ts';
+import { plan } from '../../bench/rollout-plan.ts';
+import { rolloutFigures, timerLateness, type AppTimes } from '../../bench/rollouts.ts';
 
 const rows = (t: ReturnType<typeof rolloutsTargets>) => t.map((x) => `${x.target}: ${x.results[0]!.verdict} ${x.results[0]!.value}`);
 const at = (ms: number) => ({ seconds: Math.floor(ms / 1000), nanos: (ms % 1000) * 1e6 });
