@@ -137,8 +137,8 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     }
     // A first reconcile has nothing of ours to prune (saves a GET per absent kind on every create) unless an earlier
     // try of it applied something, and a later one reads back only what may exist: what the last pass recorded, or
-    // everything after a rollout, and what a try that could not record it applied (mayExist).
-    for (const ref of absent.filter(mayExist(raw, deps.recent, firstPass))) {
+    // after a rollout what the watch does not rule out, and what a try that could not record it applied (mayExist).
+    for (const ref of absent.filter(mayExist(raw, deps.recent, firstPass, 'watch'))) {
       // Only what this Application controls: a same-named object someone else made is left alone.
       const existing = await kube.get<KubeObject & { metadata: { ownerReferences?: { uid: string; controller?: boolean }[] } }>(ref);
       if (!existing?.metadata.ownerReferences?.some((o) => o.uid === uid && o.controller)) continue;
@@ -355,16 +355,20 @@ async function writeStatusOver(
 }
 
 /**
- * Whether a child of this Application may exist: one its last pass recorded as applied (status.children), or any
- * when status cannot tell: a rollout ran (its canary, Services and routes are not recorded), or nothing is recorded
- * (an Application last reconciled before status.children). A pass can also apply a child and fail before its status
- * write records it (a conflict with the user's next change, a crash): what this process wrote or its watch sees
- * counts too, and where nothing follows a watched kind (a worker without a watcher) a read tells, except on a first
- * pass (`first`: nothing recorded yet), where only this process's own writes do.
+ * Whether a child of this Application may exist: one its last pass recorded as applied (status.children). A pass can
+ * also apply a child and fail before its status write records it (a conflict with the user's next change, a crash):
+ * what this process wrote or its watch sees counts too, and where nothing follows a watched kind (a worker without a
+ * watcher) a read tells, except on a first pass (`first`: nothing recorded yet), where only this process's own writes
+ * do. When status cannot tell (a rollout ran: its canary, Services and routes are not recorded; or nothing is
+ * recorded, an Application last reconciled before status.children), finalizing takes any child as possible, and a
+ * pass (`unrecorded` 'watch') any but one the watch rules out: a listed watch of its kind that does not see it, in
+ * a process that did not write it (every pass during and after a rollout read each absent kind before: six GETs a
+ * pass for a mesh app, three of them Services). A child another process created that the watch has not delivered
+ * yet waits for the next pass; a rollout's own are not pruned while it runs.
  */
-function mayExist(raw: RawApplication | null | undefined, recent: RecentObjects | undefined, first = false): (ref: ObjectRef) => boolean {
+function mayExist(raw: RawApplication | null | undefined, recent: RecentObjects | undefined, first = false, unrecorded: 'all' | 'watch' = 'all'): (ref: ObjectRef) => boolean {
   const recorded = raw?.status?.['canary'] ? undefined : raw?.status?.['children'] as AppliedChild[] | undefined;
-  if (!first && !Array.isArray(recorded)) return () => true;
+  if (!first && !Array.isArray(recorded)) return unrecorded === 'watch' ? (ref) => recent?.mayExist(ref) ?? true : () => true;
   return (ref) => (!first && recorded!.some((c) => c.kind === ref.kind && c.name === ref.name))
     || (recent?.mayExist(ref) ?? (!first && childKinds.some((k) => k.watched && k.kind === ref.kind && k.apiVersion === ref.apiVersion)));
 }

@@ -13,7 +13,7 @@ import { startOperator } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 import { applicationWorkflowId, rolloutWorkflowId } from '../../workflows/contract.ts';
 import { getRelease } from '../../testkit/release.ts';
-import { API_VERSION, FINALIZER, RELEASE_KIND } from '../../api/constants.ts';
+import { API_VERSION, FINALIZER, LABEL_MANAGED_BY, LABEL_NAME, MANAGED_BY, RELEASE_KIND } from '../../api/constants.ts';
 import { finalizerPolicyLabel } from '../../stack/stack.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
@@ -165,6 +165,40 @@ describe('requests per create', () => {
       .reduce((n, k) => n + made(k), 0);
     t.diagnostic(`${gateChecks} gate checks; reads: ${all}`);
     assert.ok(reads < gateChecks, `${reads} reads of the Application and routes for ${gateChecks} gate checks (${all})`);
+  });
+
+  // After a rollout status.children no longer says which children exist (a rollout's own are not recorded), and every
+  // pass read each absent kind back: the preview, stable and canary Services, the canary Deployment, an HPA, the
+  // HTTPRoute... Now a listed watch rules out what it does not see, and what it sees is still pruned.
+  it('after a rollout, a pass reads back no child the watch does not see, and still prunes one it sees', async () => {
+    const app = await getApp(s.ns, 'r');
+    assert.ok(app?.status?.canary, 'r ran a rollout (the test above)');
+    const patch = (spec: Json) => kube(['-n', s.ns, 'patch', 'application', 'r', '--type=merge', '-p', JSON.stringify({ spec })]);
+    const replicasApplied = (n: number) => eventually(`replicas ${n} applied`, async () => ((await getObject('apps/v1', 'Deployment', s.ns, 'r'))?.spec?.replicas === n ? true : undefined));
+    const before = await settledCounts();
+    await patch({ replicas: 2 });
+    await replicasApplied(2);
+    await waitForPhase(s.ns, 'r', 'Running');
+    const after = await settledCounts();
+    const made = (key: string) => (after[key] ?? 0) - (before[key] ?? 0);
+    const all = Object.keys(after).filter((k) => made(k) > 0).map((k) => `${k} ${made(k)}`).join(', ');
+    // (7 before: the three Services, the canary Deployment, the HPA, the HTTPRoute and the TraefikService. No watch
+    // follows the last, which exists only while a rollout mirrors through Traefik: it is still read.)
+    const reads = Object.keys(after).filter((k) => k.startsWith('GET ') && !k.startsWith('GET myapp.example.com/') && made(k) > 0);
+    assert.deepEqual(reads, ['GET traefik.io/traefikservices'], all);
+    // An HPA this process never wrote, labelled and owned like the Application's own (as one a pass applied before a
+    // restart): the watch sees it, the spec has none, so the next pass deletes it.
+    await apply({
+      apiVersion: 'autoscaling/v2', kind: 'HorizontalPodAutoscaler',
+      metadata: {
+        name: 'r', namespace: s.ns, labels: { [LABEL_NAME]: 'r', [LABEL_MANAGED_BY]: MANAGED_BY },
+        ownerReferences: [{ apiVersion: API_VERSION, kind: 'Application', name: 'r', uid: app.metadata.uid, controller: true, blockOwnerDeletion: true }],
+      },
+      spec: { scaleTargetRef: { apiVersion: 'apps/v1', kind: 'Deployment', name: 'r' }, minReplicas: 1, maxReplicas: 3 },
+    });
+    await patch({ replicas: 3 });
+    await replicasApplied(3);
+    await eventually('the HPA pruned', async () => ((await getObject('autoscaling/v2', 'HorizontalPodAutoscaler', s.ns, 'r')) === null ? true : undefined), { timeoutMs: 20_000 });
   });
 
   it('a worker without a watcher in its process reads everything from the API server, and gets there all the same', async () => {
