@@ -1,5 +1,6 @@
 // The benchmark's Applications: their names, their namespace, and creating them the way a busy user would.
-import { API_VERSION, KIND } from '../api/constants.ts';
+import { parseApplication, type Application } from '../api/application.ts';
+import { API_VERSION, FIELD_MANAGER, KIND } from '../api/constants.ts';
 import { type KubeObject } from '../kube/client.ts';
 import { collectionPath } from '../kube/resources.ts';
 import { eventually } from '../lib/poll.ts';
@@ -7,7 +8,7 @@ import { finalizerPolicyLabel } from '../stack/stack.ts';
 import { appManifest } from '../testkit/apps.ts';
 import { byResource, byVerb, counterDelta, delta, minus } from './apiserver.ts';
 import type { Ctx } from './context.ts';
-import { pool, progress, retrying } from './util.ts';
+import { PhaseError, pool, progress, retrying } from './util.ts';
 
 /** N names that sort in creation order: app-00, app-01, ... */
 export const appNames = (n: number, prefix = 'app') => Array.from({ length: n }, (_, i) => `${prefix}-${String(i).padStart(String(n - 1).length, '0')}`);
@@ -43,6 +44,29 @@ export async function createApps(ctx: Ctx, namespace: string, names: string[], s
       lastReport = Date.now();
       progress(`  created ${done}/${names.length}`);
     }
+  });
+}
+
+/**
+ * The namespace's Applications read back and parsed, with no operator running: a consistent list (the watch cache
+ * may not have every create yet), which must hold `expected` of them.
+ */
+export async function readBackApps(ctx: Ctx, namespace: string, expected: number, what: string): Promise<Application[]> {
+  const list = await ctx.api.list(collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace }), { consistent: true });
+  const apps = list.map((raw) => {
+    const parsed = parseApplication(raw);
+    if (!parsed.ok) throw new Error(`Application ${raw?.metadata?.name} does not parse: ${parsed.message}`);
+    return parsed.app;
+  });
+  if (apps.length !== expected) throw new PhaseError(`${what}: read back`, `listed ${apps.length} Applications, created ${expected}`);
+  return apps;
+}
+
+/** One object server-side applied as the operator's field manager, retried and counted: what the floors write. */
+export function applyCounted(ctx: Ctx, obj: KubeObject): Promise<KubeObject> {
+  return retrying(`apply ${obj.kind} ${obj.metadata.namespace ?? ''}/${obj.metadata.name}`, () => {
+    ctx.api.count('APPLY');
+    return ctx.kube.apply(obj, { fieldManager: FIELD_MANAGER });
   });
 }
 

@@ -2,19 +2,17 @@
 // server-side applied straight to the API server (no Temporal, no status writes) until every Deployment is available.
 // The physical limit of this machine, which the operator's makespan is compared with.
 import { randomBytes } from 'node:crypto';
-import { parseApplication } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, KIND } from '../api/constants.ts';
 import { collectionPath } from '../kube/resources.ts';
 import { eventually } from '../lib/poll.ts';
 import { deploymentRolledOut } from '../reconcile/status.ts';
 import { kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
 import { byResource, byVerb, counterDelta, delta, minus } from './apiserver.ts';
-import { appNames, createApps, createNamespace } from './apps.ts';
+import { appNames, applyCounted, createApps, createNamespace, readBackApps } from './apps.ts';
 import type { Ctx } from './context.ts';
 import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
 import type { LoadSummary } from './load.ts';
-import { PhaseError, phase, pool, progress, retrying } from './util.ts';
+import { phase, pool, progress } from './util.ts';
 
 export interface FloorResult {
   namespace: string;
@@ -35,7 +33,7 @@ export interface FloorResult {
 
 /** Measures the floor in a fresh namespace. */
 export async function runFloor(ctx: Ctx): Promise<FloorResult> {
-  const { opts, api, kube } = ctx;
+  const { opts, api } = ctx;
   const ns = `bench-floor-${randomBytes(3).toString('hex')}`;
   await createNamespace(ctx, ns);
   const names = appNames(opts.apps);
@@ -46,28 +44,15 @@ export async function runFloor(ctx: Ctx): Promise<FloorResult> {
   await phase(`floor: create ${opts.apps} Applications (${opts.createConcurrency} at a time, no operator running)`, () => createApps(ctx, ns, names, { image: 'nginx:1.25', replicas: 1 }));
   const tCreated = Date.now();
 
-  const desired = await phase('floor: read the Applications back and render their children', async () => {
-    // A consistent read: the watch cache may not have every create yet.
-    const list = await api.list(collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), { consistent: true });
-    return list.map((raw) => {
-      const parsed = parseApplication(raw);
-      if (!parsed.ok) throw new Error(`Application ${raw?.metadata?.name} does not parse: ${parsed.message}`);
-      return renderChildren(parsed.app).apply.map((c) => c.object);
-    });
-  });
-  if (desired.length !== opts.apps) throw new PhaseError('floor: read back', `listed ${desired.length} Applications, created ${opts.apps}`);
+  const desired = await phase('floor: read the Applications back and render their children', async () =>
+    (await readBackApps(ctx, ns, opts.apps, 'floor')).map((app) => renderChildren(app).apply.map((c) => c.object)));
   const tRendered = Date.now();
   const applies = desired.reduce((n, d) => n + d.length, 0);
   await phase(`floor: server-side apply ${applies} children (${opts.applyConcurrency} apps at a time, each app's children in order)`, async () => {
     let done = 0;
     let lastReport = Date.now();
     await pool(desired, opts.applyConcurrency, async (objs) => {
-      for (const obj of objs) {
-        await retrying(`apply ${obj.kind} ${ns}/${obj.metadata.name}`, () => {
-          api.count('APPLY');
-          return kube.apply(obj, { fieldManager: FIELD_MANAGER });
-        });
-      }
+      for (const obj of objs) await applyCounted(ctx, obj);
       done++;
       if (Date.now() - lastReport > 5000) {
         lastReport = Date.now();

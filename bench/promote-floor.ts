@@ -7,8 +7,8 @@
 // No status, no Event, no read-back, no canary removal: what this machine cannot do faster, which the operator's
 // promote -> 100% stable is compared with.
 import { randomBytes } from 'node:crypto';
-import { canaryImage, parseApplication, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, KIND } from '../api/constants.ts';
+import { canaryImage, type Application } from '../api/application.ts';
+import { API_VERSION, KIND } from '../api/constants.ts';
 import type { KubeObject } from '../kube/client.ts';
 import { Reflector } from '../kube/reflector.ts';
 import { collectionPath } from '../kube/resources.ts';
@@ -17,12 +17,12 @@ import { deploymentRolledOut, type ObservedDeployment } from '../reconcile/statu
 import { kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
 import { noCanaryRoute, type CanaryRoute } from '../routing/route.ts';
-import { appNames, createApps, createNamespace } from './apps.ts';
+import { appNames, applyCounted, createApps, createNamespace, readBackApps } from './apps.ts';
 import type { Ctx } from './context.ts';
 import { cpuDelta, cpuSnapshot, stackPids, type CpuSnapshot } from './cpu.ts';
 import type { LoadSummary } from './load.ts';
 import { canarySpec, meshAppSpec, plan } from './rollout-plan.ts';
-import { PhaseError, phase, pool, progress, retrying } from './util.ts';
+import { phase, pool, progress, retrying } from './util.ts';
 
 export interface PromoteFloorResult {
   namespace: string;
@@ -100,20 +100,9 @@ export async function runPromoteFloor(ctx: Ctx): Promise<PromoteFloorResult> {
     const t0 = Date.now();
     const apps = await phase(`promote floor: ${opts.apps} Applications with their children as at the approval (weight ${plan.secondWeight}), no operator running`, async () => {
       await createApps(ctx, ns, names, { ...meshAppSpec, serviceMesh: { ...meshAppSpec.serviceMesh, canary: canarySpec } });
-      const list = await api.list(collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), { consistent: true });
-      const parsed = list.map((raw) => {
-        const p = parseApplication(raw);
-        if (!p.ok) throw new Error(`Application ${raw?.metadata?.name} does not parse: ${p.message}`);
-        return p.app;
-      });
-      if (parsed.length !== opts.apps) throw new PhaseError('promote floor: read back', `listed ${parsed.length} Applications, created ${opts.apps}`);
+      const parsed = await readBackApps(ctx, ns, opts.apps, 'promote floor');
       await pool(parsed, opts.applyConcurrency, async (app) => {
-        for (const { object } of renderChildren(app, { canary: atApproval }).apply) {
-          await retrying(`apply ${object.kind} ${ns}/${object.metadata.name}`, () => {
-            api.count('APPLY');
-            return kube.apply(object, { fieldManager: FIELD_MANAGER });
-          });
-        }
+        for (const { object } of renderChildren(app, { canary: atApproval }).apply) await applyCounted(ctx, object);
       });
       // The stable and the canary Deployment of each.
       await eventually(`every Deployment available (timeout ${opts.timeoutSeconds} s)`, () => {
@@ -137,15 +126,9 @@ export async function runPromoteFloor(ctx: Ctx): Promise<PromoteFloorResult> {
             api.count('PATCH');
             return kube.mergePatch({ apiVersion: API_VERSION, kind: KIND, namespace: ns, name }, { spec: { image } });
           });
-          await retrying(`apply Deployment ${name}`, () => {
-            api.count('APPLY');
-            return kube.apply(renderedChild(promoted, kinds.deployment.kind, atApproval), { fieldManager: FIELD_MANAGER });
-          });
+          await applyCounted(ctx, renderedChild(promoted, kinds.deployment.kind, atApproval));
           await watch.until(name, image, opts.timeoutSeconds * 1000);
-          await retrying(`apply VirtualService ${name}`, () => {
-            api.count('APPLY');
-            return kube.apply(renderedChild(promoted, kinds.virtualService.kind, noCanaryRoute), { fieldManager: FIELD_MANAGER });
-          });
+          await applyCounted(ctx, renderedChild(promoted, kinds.virtualService.kind, noCanaryRoute));
           promoteMs.push(Date.now() - start);
         } catch (err) {
           errors.push(`${name}: ${(err as Error).message}`);
