@@ -1,5 +1,6 @@
 import { execFile } from 'node:child_process';
-import { mkdir, readFile, rename, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
+import { writeWhole } from '../lib/files.ts';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -122,10 +123,7 @@ export async function readStack(stateDir: string): Promise<StackInfo | null> {
 
 /** Writes a stack's state file whole (see updateStack to change one field of a file other processes may write too). */
 export async function saveStack(info: Pick<StackInfo, 'stateDir'>): Promise<void> {
-  // Aside and renamed: another process reading the file meanwhile must never see half of it.
-  const tmp = `${stateFile(info.stateDir)}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-  await writeFile(tmp, JSON.stringify(info, null, 2));
-  await rename(tmp, stateFile(info.stateDir));
+  await writeWhole(stateFile(info.stateDir), JSON.stringify(info, null, 2));
 }
 
 /** How long a lock on a state file may be held before another process takes it as left behind by a crash. */
@@ -294,14 +292,9 @@ async function writePrometheusConfig(stateDir: string, port: number): Promise<vo
       },
     ],
   };
-  await writeAtomically(join(prometheusDir(stateDir), 'prometheus.yml'), stringify(config));
+  await writeWhole(join(prometheusDir(stateDir), 'prometheus.yml'), stringify(config));
 }
 
-/** Writes aside and renames, so Prometheus never reads half a file. */
-async function writeAtomically(path: string, content: string): Promise<void> {
-  await writeFile(`${path}.tmp`, content);
-  await rename(`${path}.tmp`, path);
-}
 
 /** A scrape job for the stack's Prometheus: its targets (host:port) and extra labels (e.g. `__metrics_path__`). */
 export interface ScrapeTarget {
@@ -321,7 +314,7 @@ export async function addScrapeTarget(info: Pick<StackInfo, 'stateDir'>, target:
   const file = scrapeTargetFile(info, target.job);
   const groups = [{ targets: target.targets, labels: { ...target.labels, job: target.job } }];
   await mkdir(dirname(file), { recursive: true });
-  await writeAtomically(file, `${JSON.stringify(groups, null, 2)}\n`);
+  await writeWhole(file, `${JSON.stringify(groups, null, 2)}\n`);
 }
 
 /** Stops scraping job `job` (its series then go stale); a job that was never added is not an error. */

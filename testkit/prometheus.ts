@@ -1,9 +1,10 @@
 // The stack's Prometheus as the monitoring tests use it: its query API, its own PromQL parser (/api/v1/parse_query)
 // to find the metric names an expression reads, and rule files loaded into it (rule_files, then a reload), so the
 // rules are evaluated and their alerts fire as they would in production.
-import { mkdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parse, stringify } from 'yaml';
+import { writeWhole } from '../lib/files.ts';
 import { eventually } from '../lib/poll.ts';
 import type { StackInfo } from '../stack/stack.ts';
 
@@ -94,12 +95,12 @@ export async function loadRules(stack: Stack, name: string, content: string): Pr
   if (!/^[A-Za-z0-9_.-]+$/.test(name)) throw new Error(`rule file name ${JSON.stringify(name)}: use letters, digits, '_', '-' or '.'`);
   const file = join(rulesDir(stack), `${name}.yml`);
   await mkdir(rulesDir(stack), { recursive: true });
-  await writeAside(file, content);
+  await writeWhole(file, content);
   const config = parse(await readFile(configFile(stack), 'utf8')) as { rule_files?: string[] };
   const pattern = join(rulesDir(stack), '*.yml');
   if (!config.rule_files?.includes(pattern)) {
     config.rule_files = [...config.rule_files ?? [], pattern];
-    await writeAside(configFile(stack), stringify(config));
+    await writeWhole(configFile(stack), stringify(config));
   }
   try {
     await reload(stack);
@@ -121,10 +122,4 @@ export async function loadRules(stack: Stack, name: string, content: string): Pr
 export async function unloadRules(stack: Stack, name: string): Promise<void> {
   await rm(join(rulesDir(stack), `${name}.yml`), { force: true });
   await reload(stack);
-}
-
-/** Writes aside and renames, so Prometheus never reads half a file. */
-async function writeAside(path: string, content: string): Promise<void> {
-  await writeFile(`${path}.tmp`, content);
-  await rename(`${path}.tmp`, path);
 }

@@ -2,9 +2,10 @@
 // on free ports, the workflow code bundled once, and the environment that points the testkit and operator processes
 // at it. Or an already running stack (STACK_STATE_DIR), which is left running.
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { mkdtemp, rename, writeFile } from 'node:fs/promises';
+import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { writeWhole } from '../lib/files.ts';
 import { buildAll } from '../stack/build.ts';
 import { down, readStack, status, up, type StackInfo } from '../stack/stack.ts';
 
@@ -79,9 +80,7 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     throw new Error('stopped while starting the stack');
   }
   const bundlePath = join(info.stateDir, `workflow-bundle-${process.pid}.js`);
-  // Written aside and renamed, so a process reading the bundle never sees half a file.
-  await writeFile(`${bundlePath}.tmp`, bundle.code);
-  await rename(`${bundlePath}.tmp`, bundlePath);
+  await writeWhole(bundlePath, bundle.code);
   const env = {
     STACK_STATE_DIR: info.stateDir,
     KUBECONFIG: info.kubeconfig,

@@ -77,7 +77,7 @@ describe('the test runner interrupted', () => {
     // The run reuses this run's stack (STACK_STATE_DIR), which it must leave running.
     const { child, exited } = runner([holdFixture, secondPhase], { ...process.env, RUNNER_TEST_MARK: mark, RUNNER_HOLD_READY: ready, KEEP_STACK: undefined }, log);
 
-    const operatorPid = Number(await within(120_000, 'the fixture\'s operator started', eventually('operator pid', () => readFile(ready, 'utf8').catch(() => undefined), { timeoutMs: 120_000 }), log));
+    const operatorPid = Number(await within(120_000, 'the fixture\'s operator started', eventually('operator pid', async () => /^\d+$/.exec(await readFile(ready, 'utf8').catch(() => ''))?.[0], { timeoutMs: 120_000 }), log));
     const before = marked(mark);
     assert.ok(before.includes(operatorPid), `the operator (pid ${operatorPid}) is one of the run's processes: ${before.join(', ')}`);
     assert.ok(before.length >= 4, `the runner, node --test, the test file and the operator at least: ${before.map(commandOf).join(' | ')}`);
