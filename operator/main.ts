@@ -1,4 +1,4 @@
-import { Runtime, Worker, makeTelemetryFilterString, type Logger as SdkLogger, type LogLevel, type LogMetadata } from '@temporalio/worker';
+import { Runtime, Worker, makeTelemetryFilterString, type Logger as SdkLogger, type LogLevel, type LogMetadata, type NativeConnection } from '@temporalio/worker';
 import type { Connection } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import { readFile } from 'node:fs/promises';
@@ -18,7 +18,7 @@ import { createLogger, type Logger } from './log.ts';
 import { createMetrics } from './metrics.ts';
 import { startHttpServer } from './server.ts';
 import { electorFor, runWhileLeader } from './leader.ts';
-import { connectClient, connectWorker, dataConverterFor } from './temporal.ts';
+import { clientOver, connectClient, connectWorker, dataConverterFor } from './temporal.ts';
 import { probeLoop, temporalSignaller } from './fleet.ts';
 import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
@@ -262,6 +262,8 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       await registerSearchAttributes(cfg, log, connection).finally(() => connection.close());
     }
 
+    /** The worker's connection, which the watcher of the same process shares (to start workflows eagerly). */
+    let workerConnection: NativeConnection | undefined;
     if (cfg.mode !== 'watcher') {
       const connection = await retrying('worker', () => connectWorker(cfg), (c) => c.close());
       const activities = createActivities({
@@ -291,6 +293,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       if (stopping.signal.aborted) await connection.close();
       startedYet('creating the worker');
       worker = w;
+      workerConnection = connection;
       if (calls && !calls.active) {
         log.warn('started without operator/sandbox-calls.ts preloaded (node --import, operator/runtime.ts PRELOAD): every call into workflow code starts a watchdog thread, the Temporal SDK\'s own deadline (expect more CPU than docs/benchmark.md reports)');
       } else if (calls) {
@@ -317,13 +320,19 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
     }
 
     const startWatcher = async (): Promise<() => Promise<void>> => {
-      const { client, connection } = await retrying('watcher', () => connectClient(cfg, clientInterceptors), closeClient);
+      // Over the worker's connection when this process runs one: Temporal can then hand a new workflow's first task
+      // to that worker in the start's answer. The connection is the worker's to close.
+      const shared = workerConnection;
+      const { client, close } = shared
+        ? { client: await clientOver(shared, cfg, clientInterceptors), close: () => Promise.resolve() }
+        : await retrying('watcher', () => connectClient(cfg, clientInterceptors), closeClient).then(({ client, connection }) => ({ client, close: () => connection.close() }));
       const wt = new Watcher({
-        kube, recent, temporal: client, taskQueue: cfg.taskQueue, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
+        kube, recent, temporal: client, taskQueue: cfg.taskQueue, eagerStart: shared !== undefined, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
         coalesceMs: cfg.coalesceMs,
         loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
         releaseOptions: { pollSeconds: cfg.releasePollSeconds },
         onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
+        onStart: (how) => metrics.starts.inc({ first_task: how }),
         sweepSeconds: cfg.sweepSeconds,
         onSweep: (found) => {
           metrics.sweepFindings.inc({ kind: 'missing-workflow' }, found.missing.length);
@@ -336,7 +345,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       const stopWatcher = async () => {
         await probing?.stop();
         await wt.stop();
-        await connection.close();
+        await close();
         if (watcher === wt) watcher = undefined;
         log.info('watcher stopped');
       };

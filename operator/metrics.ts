@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { parseApplication, parseDuration } from '../api/application.ts';
 import { ConditionType, Phase, RolloutPhase, isTerminal, terminalRolloutPhases } from '../api/constants.ts';
-import { reasonStrength } from '../watcher/change.ts';
+import { reasonStrength, startOutcomes } from '../watcher/change.ts';
 
 /**
  * What the metrics read from this process's watcher, when it runs one (the Lease holder, or every process without
@@ -137,6 +137,12 @@ export function createMetrics() {
       labelNames: ['reason', 'result'] as const,
       registers: [registry],
     }),
+    starts: new Counter({
+      name: 'application_operator_watch_starts_total',
+      help: 'New Applications\' workflows the watcher started with a plain start, by how the first workflow task came: eager (handed back in the start\'s answer to this process\'s worker), queued (through Temporal\'s task queue: no slot free, or eager start off on the server) or running (a workflow ran already and was signalled instead)',
+      labelNames: ['first_task'] as const,
+      registers: [registry],
+    }),
     sweepFindings: new Counter({
       name: 'application_operator_sweep_findings_total',
       help: 'What the watcher\'s sweep of Temporal found: Application or Release workflows missing (started again), workflows whose object was deleted while no watcher watched (told, so that they end), and rollouts whose workflow closed without finishing (rolled back)',
@@ -217,6 +223,7 @@ export function createMetrics() {
     metrics.rolloutDuration.zero({ outcome });
   }
   for (const reason of Object.keys(reasonStrength)) for (const result of ['ok', 'error']) metrics.signals.inc({ reason, result }, 0);
+  for (const firstTask of startOutcomes) metrics.starts.inc({ first_task: firstTask }, 0);
   return metrics;
 }
 

@@ -26,7 +26,15 @@ export async function connectClient(cfg: ClientConfig, interceptors?: ClientOpti
     ...(tls ? { tls } : {}),
     ...(cfg.temporalApiKey ? { apiKey: cfg.temporalApiKey } : {}),
   });
-  return { client: new Client({ connection, namespace: cfg.temporalNamespace, dataConverter: await dataConverterFor(cfg), ...(interceptors ? { interceptors } : {}) }), connection };
+  return { client: await clientOver(connection, cfg, interceptors), connection };
+}
+
+/**
+ * A client over a connection already open: the worker's NativeConnection, over which the watcher can start
+ * workflows eagerly (their first task handed to this process's worker in the start's answer).
+ */
+export async function clientOver(connection: Connection | NativeConnection, cfg: ClientConfig, interceptors?: ClientOptions['interceptors']): Promise<Client> {
+  return new Client({ connection, namespace: cfg.temporalNamespace, dataConverter: await dataConverterFor(cfg), ...(interceptors ? { interceptors } : {}) });
 }
 
 /**

@@ -154,3 +154,11 @@ export function startupDrift(record: SettledRecord, listed: string[], watchedKin
   if (deployment !== record.deployment) return `stable Deployment is ${deployment || 'not listed'}, status says ${record.deployment}`;
   return null;
 }
+
+/**
+ * How a plain start of a new Application's workflow went: its first task handed back in the start's answer
+ * (`eager`), queued by Temporal for the task queue's pollers (`queued`: no slot free, or eager start off on the
+ * server), or a workflow of that id running already, signalled instead (`running`).
+ */
+export const startOutcomes = ['eager', 'queued', 'running'] as const;
+export type StartOutcome = typeof startOutcomes[number];

@@ -1,5 +1,5 @@
 import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import type { Client } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import {
   API_VERSION, FINALIZER, KIND, finalizerRelease, LABEL_MANAGED_BY, LABEL_NAME, LABEL_VERSION, MANAGED_BY, RELEASE_ANNOTATION, RELEASE_KIND, rolloutInFlight, STABLE_VERSION, terminalReleasePhases,
 } from '../api/constants.ts';
@@ -19,7 +19,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey, appPhaseKey } from '../workflows/search-attributes.ts';
-import { changeReason, childLabel, ourWriteIsNewest, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type WatchEvent } from './change.ts';
+import { changeReason, childLabel, ourWriteIsNewest, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
 import { Sweeper, workflowObject, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
@@ -47,6 +47,14 @@ export interface WatcherOptions {
    * Applications and Deployments its watches deliver there, and says which resourceVersion is current.
    */
   recent?: RecentObjects;
+  /**
+   * A worker of this process polls the task queue over the client's own connection (a NativeConnection): a new
+   * Application's workflow is then started with a plain start that asks Temporal to hand its first workflow task
+   * back in the answer (eager start), instead of a signal-with-start whose task goes through Temporal's matching.
+   */
+  eagerStart?: boolean;
+  /** Called after each plain start of a new Application's workflow (for metrics): how its first task came. */
+  onStart?: (how: StartOutcome) => void;
 }
 
 interface Pending {
@@ -90,7 +98,7 @@ type Obj = KubeObject & {
  * resourceVersion after an error (and relists when that expired), so no event is lost across a restart.
  */
 export class Watcher {
-  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions' | 'recent'>> & Pick<WatcherOptions, 'onSignal' | 'onSweep' | 'loopOptions' | 'releaseOptions' | 'recent'>;
+  private readonly opts: Required<Omit<WatcherOptions, 'onSignal' | 'onStart' | 'onSweep' | 'loopOptions' | 'releaseOptions' | 'recent'>> & Pick<WatcherOptions, 'onSignal' | 'onStart' | 'onSweep' | 'loopOptions' | 'releaseOptions' | 'recent'>;
   private readonly informers: Informer[] = [];
   private readonly apps = new Map<string, Observation>();
   /** namespace/name -> metricsView of the Application (the reflectors keep no whole objects). */
@@ -124,7 +132,7 @@ export class Watcher {
   private sweeping: Promise<void> | undefined;
 
   constructor(opts: WatcherOptions) {
-    this.opts = { coalesceMs: 300, maxInFlight: 20, sweepSeconds: 30, ...opts };
+    this.opts = { coalesceMs: 300, maxInFlight: 20, sweepSeconds: 30, eagerStart: false, ...opts };
   }
 
   /** True once every collection has been listed once: the watcher has seen every Application. */
@@ -557,24 +565,39 @@ export class Watcher {
     const signalOnly = this.signalOnly.delete(key);
     // A workflow this starts begins with the phase status names (Pending for a new Application) as its AppPhase: its
     // first pass, which finds that phase, upserts nothing (an event and a visibility write fewer per create).
-    const phase = target === 'app' ? ((this.appViews.get(ref) as { status?: { phase?: string } } | undefined)?.status?.phase ?? 'Pending') : undefined;
+    const view = target === 'app' ? this.appViews.get(ref) as { status?: { phase?: string } } | undefined : undefined;
+    const phase = target === 'app' ? (view?.status?.phase ?? 'Pending') : undefined;
+    // Listed and never given a phase: an Application no pass has reached yet.
+    const fresh = view !== undefined && view.status?.phase === undefined && p.reason !== 'deleted';
     const searchAttributes = [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }];
     const appSearchAttributes = phase ? [...searchAttributes, { key: appPhaseKey, value: phase }] : searchAttributes;
+    const input = { namespace, name, patchLevel: applicationPatchLevel, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) };
+    const appStart = {
+      workflowId,
+      taskQueue: this.opts.taskQueue,
+      typedSearchAttributes: appSearchAttributes,
+      staticSummary: `Application ${namespace}/${name}`,
+      staticDetails: `Reconciles the children and status of Application ${namespace}/${name}; canary rollouts run here too.`,
+    };
+    const signalApp = () => this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, signal);
     const send = async () => {
       if (signalOnly) {
-        await this.opts.temporal.workflow.getHandle(workflowId).signal(changedSignal, signal).catch((err: unknown) => {
+        await signalApp().catch((err: unknown) => {
           if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
         });
+      } else if (this.opts.eagerStart && fresh) {
+        // A new Application (no status yet): most likely no workflow either. Started with the change in its input;
+        // when one runs already (a second event before the first status), it is signalled instead.
+        const how = await this.opts.temporal.workflow.start<typeof applicationWorkflow>(applicationWorkflowType, { ...appStart, args: [{ ...input, change: signal }], requestEagerStart: true })
+          .then((h): StartOutcome => (h.eagerlyStarted ? 'eager' : 'queued'), async (err: unknown): Promise<StartOutcome> => {
+            if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+            await signalApp();
+            return 'running';
+          });
+        this.opts.onStart?.(how);
       } else if (target === 'app') {
         await this.opts.temporal.workflow.signalWithStart<typeof applicationWorkflow, [ChangeSignal]>(applicationWorkflowType, {
-          workflowId,
-          taskQueue: this.opts.taskQueue,
-          args: [{ namespace, name, patchLevel: applicationPatchLevel, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) }],
-          signal: changedSignal,
-          signalArgs: [signal],
-          typedSearchAttributes: appSearchAttributes,
-          staticSummary: `Application ${namespace}/${name}`,
-          staticDetails: `Reconciles the children and status of Application ${namespace}/${name}; canary rollouts run here too.`,
+          ...appStart, args: [input], signal: changedSignal, signalArgs: [signal],
         });
       } else {
         await this.opts.temporal.workflow.signalWithStart<typeof releaseWorkflow, [ChangeSignal]>(releaseWorkflowType, {

@@ -515,6 +515,8 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
   setHandler(rolloutEndedSignal, (e) => app.rolloutEnded(e));
   setHandler(stateQuery, () => app.query());
   for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));
+  const c = input.change;
+  if (c) app.changed(c.reason, c.object, c.drifted, c.namespaceGoing);
 
   for (;;) {
     const apply = await app.nextPass();

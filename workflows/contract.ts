@@ -61,6 +61,12 @@ export interface ApplicationWorkflowInput {
    * the watcher on every start and by every continue-as-new since; absent in runs started before.
    */
   patchLevel?: number;
+  /**
+   * The change that started this workflow, when the watcher started it with a plain start (a new Application, so
+   * that Temporal can hand the first workflow task to this process's worker in the start's answer) rather than a
+   * signal-with-start: taken as if signalled first thing. Never carried across continue-as-new.
+   */
+  change?: ChangeSignal;
 }
 
 /** The patch level the watcher starts Application workflows at (workflows/application.ts `settledPatches`). */

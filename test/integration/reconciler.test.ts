@@ -1,5 +1,7 @@
 // The reconciler end to end: a real operator process (watcher + worker) against the run's API server and Temporal.
-import { Worker } from '@temporalio/worker';
+import { Client } from '@temporalio/client';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import { randomUUID } from 'node:crypto';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -8,12 +10,15 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parse } from 'yaml';
 import { FINALIZER } from '../../api/constants.ts';
 import { applicationWorkflowId, rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
-import { workflowBundle } from '../../testkit/env.ts';
+import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, kubeApi, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import { startOperator, testFlags } from '../../testkit/operator.ts';
 import { waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { eventually } from '../../lib/poll.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
+import { createLogger } from '../../operator/log.ts';
+import type { StartOutcome } from '../../watcher/change.ts';
+import { Watcher } from '../../watcher/watcher.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
 
@@ -69,6 +74,26 @@ describe('reconciler', () => {
     const ours = d!.metadata.managedFields.find((m: Json) => m.manager === 'application-operator' && m.operation === 'Apply');
     assert.ok(ours, 'Deployment applied with our field manager');
     assert.ok(!('f:replicas' in (ours.fieldsV1['f:spec'] ?? {})), 'replicas not owned by the operator');
+  });
+
+  // The watcher starts a new Application's workflow with a plain start over the worker's own connection, so that
+  // Temporal hands the first workflow task back in its answer instead of through its task queue; the change that
+  // a signal-with-start carried is in the workflow's input.
+  it('starts a new Application\'s workflow eagerly, with the change in its input and no signal', async () => {
+    await apply(appManifest(s.ns, 'eager', { image: 'nginx:1.25' }));
+    await waitForPhase(s.ns, 'eager', 'Running');
+    const events = (await (await temporalClient()).workflow.getHandle(applicationWorkflowId(s.ns, 'eager')).fetchHistory()).events ?? [];
+    const payload = (p: { data?: Uint8Array | null } | undefined | null) => JSON.parse(Buffer.from(p?.data ?? []).toString()) as Json;
+    const input = payload(events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]);
+    assert.deepEqual(input['change'], { reason: 'spec' });
+    const firstPass = events.findIndex((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity');
+    assert.ok(firstPass > 0, 'a first pass');
+    assert.deepEqual(events.slice(0, firstPass).filter((e) => e.workflowExecutionSignaledEventAttributes), [], 'no signal before the first pass');
+    // The first pass ran for the change in the input, not only for the resync every run starts with.
+    assert.match(Buffer.from(events[firstPass]!.userMetadata?.summary?.data ?? []).toString(), /apply children \(resync, spec changed\)/);
+    const metrics = await (await fetch(`${s.op.metricsUrl}/metrics`)).text();
+    const eager = Number(/application_operator_watch_starts_total\{first_task="eager"\} (\d+)/.exec(metrics)?.[1]);
+    assert.ok(eager >= 1, `started eagerly: ${metrics.split('\n').filter((l) => l.startsWith('application_operator_watch_starts_total')).join('; ')}`);
   });
 
   it('rolls an image change out to the Deployment', async () => {
@@ -210,6 +235,42 @@ describe('reconciler', () => {
       replayed++;
     }
     assert.ok(replayed >= 5, `replayed ${replayed} histories`);
+  });
+});
+
+// The plain start's other outcomes, with a watcher of the test's own and no worker on its task queue (so no pass
+// gives the Application a phase): Temporal queues the first task, and a second change before any status finds the
+// workflow running and signals it.
+describe('the watcher\'s start of a new Application', () => {
+  it('queues the first task when no worker of its connection polls, and signals a workflow that runs already', async () => {
+    const ns = await testNamespace('starts');
+    const env = await testEnv();
+    const connection = await NativeConnection.connect({ address: env.temporalAddress });
+    const client = new Client({ connection, namespace: env.temporalNamespace });
+    const outcomes: StartOutcome[] = [];
+    const watcher = new Watcher({
+      kube: await kubeApi(), temporal: client, taskQueue: `no-worker-${randomUUID()}`, namespaces: [ns.name], eagerStart: true,
+      coalesceMs: 100, sweepSeconds: 0, log: createLogger('silent'), onStart: (how) => outcomes.push(how),
+    });
+    const handle = client.workflow.getHandle(applicationWorkflowId(ns.name, 'twice'));
+    try {
+      await watcher.start();
+      await apply(appManifest(ns.name, 'twice', { image: 'nginx:1.25' }));
+      await eventually('the first start', () => Promise.resolve(outcomes.length === 1 ? true : undefined));
+      await kube(['-n', ns.name, 'patch', 'application', 'twice', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.27' } })]);
+      await eventually('the second change sent', () => Promise.resolve(outcomes.length === 2 ? true : undefined));
+      assert.deepEqual(outcomes, ['queued', 'running']);
+      const events = (await handle.fetchHistory()).events ?? [];
+      const signalled = events.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.input?.payloads ?? [])
+        .map((p) => (JSON.parse(Buffer.from(p.data ?? []).toString()) as Json)['reason']);
+      assert.deepEqual(signalled, ['spec'], 'the second change, signalled');
+      assert.equal(events.filter((e) => e.workflowExecutionStartedEventAttributes).length, 1, 'one run');
+    } finally {
+      await watcher.stop();
+      await handle.terminate('test over').catch(() => undefined);
+      await connection.close();
+      await ns.cleanup();
+    }
   });
 });
 
