@@ -67,6 +67,8 @@ export interface RunResult {
   promote: PromoteResult | null;
   diagnostics: {
     signals: Record<string, number>;
+    /** New Applications' workflows started with a plain start, by how the first task came (eager, queued, running). */
+    starts?: Record<string, number>;
     latencyMeans: Record<string, { count: number; mean: number }>;
     log: { warnings: number; errors: number; messages: Record<string, number> };
   };
@@ -292,6 +294,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
       promote,
       diagnostics: {
         signals: counterBy(metricsAtConv, 'application_operator_watch_signals_total', 'reason'),
+        starts: counterBy(metricsAtConv, 'application_operator_watch_starts_total', 'first_task'),
         latencyMeans: histogramMeans(metricsAtConv, /schedule_to_start|execution_latency|reconciliation_duration/),
         log,
       },

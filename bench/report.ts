@@ -385,7 +385,7 @@ export function printReport(rep: Report): void {
   h('Diagnostics');
   for (const r of runs) {
     const lm = Object.entries(r.diagnostics.latencyMeans).map(([k, v]) => `${k.replace(/^temporal_|^application_operator_/, '')} ${fmt(v.mean)} (n=${v.count})`).join('; ');
-    out.push(`${r.workers}w: watcher signals ${JSON.stringify(r.diagnostics.signals)}; histogram means: ${lm || 'none'}`);
+    out.push(`${r.workers}w: watcher signals ${JSON.stringify(r.diagnostics.signals)}${r.diagnostics.starts ? `; starts of new workflows by first task ${JSON.stringify(r.diagnostics.starts)}` : ''}; histogram means: ${lm || 'none'}`);
     out.push(`${r.workers}w: operator log ${r.diagnostics.log.warnings} warnings, ${r.diagnostics.log.errors} errors${Object.keys(r.diagnostics.log.messages).length ? `: ${Object.entries(r.diagnostics.log.messages).sort((a, b) => b[1] - a[1]).slice(0, 5).map(([k, v]) => `${v}x ${k}`).join('; ')}` : ''}`);
     const top = Object.entries(r.api.operatorByResource).sort((a, b) => b[1] - a[1]).slice(0, 8).map(([k, v]) => `${k} ${fmt(v / n)}`).join(', ');
     out.push(`${r.workers}w: operator requests per app by resource: ${top}`);

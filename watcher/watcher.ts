@@ -567,8 +567,9 @@ export class Watcher {
     // first pass, which finds that phase, upserts nothing (an event and a visibility write fewer per create).
     const view = target === 'app' ? this.appViews.get(ref) as { status?: { phase?: string } } | undefined : undefined;
     const phase = target === 'app' ? (view?.status?.phase ?? 'Pending') : undefined;
-    // Listed and never given a phase: an Application no pass has reached yet.
-    const fresh = view !== undefined && view.status?.phase === undefined && p.reason !== 'deleted';
+    // Listed and never given a phase: an Application no pass has reached yet. Only for the Application's own
+    // events: a child's comes after a pass created it (with its status write on the way), so a workflow runs.
+    const fresh = view !== undefined && view.status?.phase === undefined && (p.reason === 'spec' || p.reason === 'resync');
     const searchAttributes = [{ key: appNamespaceKey, value: namespace }, { key: appNameKey, value: name }];
     const appSearchAttributes = phase ? [...searchAttributes, { key: appPhaseKey, value: phase }] : searchAttributes;
     const input = { namespace, name, patchLevel: applicationPatchLevel, ...(this.opts.loopOptions ? { options: this.opts.loopOptions } : {}) };
