@@ -1,6 +1,5 @@
 import { execFile } from 'node:child_process';
 import { mkdir, readFile, rm, rmdir, stat, writeFile } from 'node:fs/promises';
-import { writeWhole } from '../lib/files.ts';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -11,6 +10,7 @@ import { addDataPlane, assertDataPlaneChoice, dataPlaneEnvLines, ensurePodNetwor
 import { podsPerNodeDefault } from './pod-cidr.ts';
 import { addTracing, startTracingBackend, stopTracingBackend, tracingEnvLines, type TracingInfo } from './tracing.ts';
 import { ensurePki, type Pki } from './pki.ts';
+import { writeWhole } from '../lib/files.ts';
 import { httpGet, type HttpAnswer } from '../lib/http.ts';
 import { assertPortFree, freePort } from '../lib/net.ts';
 import { isOurs, startDetached, stopPid, waitFor, type ServerSpec } from './processes.ts';
@@ -294,7 +294,6 @@ async function writePrometheusConfig(stateDir: string, port: number): Promise<vo
   };
   await writeWhole(join(prometheusDir(stateDir), 'prometheus.yml'), stringify(config));
 }
-
 
 /** A scrape job for the stack's Prometheus: its targets (host:port) and extra labels (e.g. `__metrics_path__`). */
 export interface ScrapeTarget {

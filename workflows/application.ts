@@ -8,7 +8,7 @@ import type { Activities } from '../activities/index.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../activities/types.ts';
 import {
   applicationPatchLevel, changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutWorkflowId, stateQuery,
-  type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
+  type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ChangeSignal, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
   type RecoveredRollout, type RolloutEnded,
 } from './contract.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
@@ -511,12 +511,13 @@ class ApplicationEntity {
  */
 export async function applicationWorkflow(input: ApplicationWorkflowInput): Promise<string> {
   const app = new ApplicationEntity(input);
-  setHandler(changedSignal, (s) => app.changed(s.reason, s.object, s.drifted, s.namespaceGoing));
+  const changed = (s: ChangeSignal) => app.changed(s.reason, s.object, s.drifted, s.namespaceGoing);
+  setHandler(changedSignal, changed);
   setHandler(rolloutEndedSignal, (e) => app.rolloutEnded(e));
   setHandler(stateQuery, () => app.query());
   for (const action of controlActions) setHandler(controlSignals[action], (r) => app.forward(action, r));
-  const c = input.change;
-  if (c) app.changed(c.reason, c.object, c.drifted, c.namespaceGoing);
+  // A plain start's change (a new Application), as its signal would have come.
+  if (input.change) changed(input.change);
 
   for (;;) {
     const apply = await app.nextPass();

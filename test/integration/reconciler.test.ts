@@ -21,6 +21,8 @@ import type { StartOutcome } from '../../watcher/change.ts';
 import { Watcher } from '../../watcher/watcher.ts';
 
 const apply = (obj: Json) => kube(['apply', '--server-side', '--field-manager=test-user', '-f', '-'], JSON.stringify(obj));
+/** A payload of a history (JSON, no codec in these tests). */
+const payload = (p: { data?: Uint8Array | null } | undefined | null) => JSON.parse(Buffer.from(p?.data ?? []).toString()) as Json;
 
 describe('reconciler', () => {
   const s = operatorSuite('recon');
@@ -83,7 +85,6 @@ describe('reconciler', () => {
     await apply(appManifest(s.ns, 'eager', { image: 'nginx:1.25' }));
     await waitForPhase(s.ns, 'eager', 'Running');
     const events = (await (await temporalClient()).workflow.getHandle(applicationWorkflowId(s.ns, 'eager')).fetchHistory()).events ?? [];
-    const payload = (p: { data?: Uint8Array | null } | undefined | null) => JSON.parse(Buffer.from(p?.data ?? []).toString()) as Json;
     const input = payload(events[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]);
     assert.deepEqual(input['change'], { reason: 'spec' });
     const firstPass = events.findIndex((e) => e.markerRecordedEventAttributes?.markerName === 'core_local_activity');
@@ -254,6 +255,8 @@ describe('the watcher\'s start of a new Application', () => {
       coalesceMs: 100, sweepSeconds: 0, log: createLogger('silent'), onStart: (how) => outcomes.push(how),
     });
     const handle = client.workflow.getHandle(applicationWorkflowId(ns.name, 'twice'));
+    const signalled = async () => ((await handle.fetchHistory()).events ?? [])
+      .flatMap((e) => e.workflowExecutionSignaledEventAttributes?.input?.payloads ?? []).map((p) => payload(p)['reason'] as string);
     try {
       await watcher.start();
       await apply(appManifest(ns.name, 'twice', { image: 'nginx:1.25' }));
@@ -261,11 +264,8 @@ describe('the watcher\'s start of a new Application', () => {
       await kube(['-n', ns.name, 'patch', 'application', 'twice', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.27' } })]);
       await eventually('the second change sent', () => Promise.resolve(outcomes.length === 2 ? true : undefined));
       assert.deepEqual(outcomes, ['queued', 'running']);
-      const events = (await handle.fetchHistory()).events ?? [];
-      const signalled = events.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.input?.payloads ?? [])
-        .map((p) => (JSON.parse(Buffer.from(p.data ?? []).toString()) as Json)['reason']);
-      assert.deepEqual(signalled, ['spec'], 'the second change, signalled');
-      assert.equal(events.filter((e) => e.workflowExecutionStartedEventAttributes).length, 1, 'one run');
+      assert.deepEqual(await signalled(), ['spec'], 'the second change, signalled');
+      assert.equal(((await handle.fetchHistory()).events ?? []).filter((e) => e.workflowExecutionStartedEventAttributes).length, 1, 'one run');
       // A Deployment as a pass would have made it: the controller-manager's status writes are child-status events.
       const app = await getApp(ns.name, 'twice');
       await apply({
@@ -276,9 +276,7 @@ describe('the watcher\'s start of a new Application', () => {
         },
         spec: { replicas: 1, selector: { matchLabels: { app: 'twice' } }, template: { metadata: { labels: { app: 'twice' } }, spec: { containers: [{ name: 'app', image: 'nginx:1.25' }] } } },
       });
-      const reasons = async () => ((await handle.fetchHistory()).events ?? []).flatMap((e) => e.workflowExecutionSignaledEventAttributes?.input?.payloads ?? [])
-        .map((p) => (JSON.parse(Buffer.from(p.data ?? []).toString()) as Json)['reason'] as string);
-      await eventually('the Deployment\'s status signalled', async () => ((await reasons()).includes('child-status') ? true : undefined), { timeoutMs: 60_000 });
+      await eventually('the Deployment\'s status signalled', async () => ((await signalled()).includes('child-status') ? true : undefined), { timeoutMs: 60_000 });
       await sleep(1000); // (a start tried first would be counted after its signal)
       assert.deepEqual(outcomes, ['queued', 'running'], 'no start tried for the child\'s event');
     } finally {
