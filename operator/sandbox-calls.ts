@@ -42,7 +42,11 @@ export interface CallWatch {
 export function watchCalls(deadlineMs: number): CallWatch {
   const slots: Slots = new Float64Array(new SharedArrayBuffer(2 * Float64Array.BYTES_PER_ELEMENT));
   setEnvironmentData(KEY, slots.buffer);
-  const runningMs = (now = Date.now()) => (slots[0] ? Math.max(0, now - slots[0]) : 0);
+  // One read of the start: the thread may end its call (and write 0) between two reads, and now minus 0 is 56 years.
+  const runningMs = (now = Date.now()) => {
+    const start = slots[0]!;
+    return start ? Math.max(0, now - start) : 0;
+  };
   return {
     runningMs,
     stuck(now = Date.now()) {

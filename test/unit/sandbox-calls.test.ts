@@ -12,9 +12,13 @@ import { watchCalls } from '../../operator/sandbox-calls.ts';
 
 const preload = fileURLToPath(new URL('../../operator/sandbox-calls.ts', import.meta.url));
 
-/** A thread that runs a node:vm call busy for `busyMs` under a `timeout` of 100 ms, and says how it ended. */
-function busyThread(busyMs: number): { started: Promise<void>; ended: Promise<{ ok: boolean; err?: string }> } {
-  const worker = new Worker(new URL('../fixtures/busy-thread.ts', import.meta.url), { workerData: { busyMs }, execArgv: ['--import', preload] });
+/**
+ * A thread that runs a node:vm call busy for `busyMs` under a `timeout` of 100 ms (or, with `shortCallsMs`, calls that
+ * return at once, one after another, for that long), and says how it ended.
+ */
+function busyThread(busyMs: number, shortCallsMs?: number): { started: Promise<void>; ended: Promise<{ ok: boolean; err?: string }> } {
+  const workerData = shortCallsMs === undefined ? { busyMs } : { shortCallsMs };
+  const worker = new Worker(new URL('../fixtures/busy-thread.ts', import.meta.url), { workerData, execArgv: ['--import', preload] });
   let started!: () => void;
   const startedP = new Promise<void>((resolve) => (started = resolve));
   const ended = new Promise<{ ok: boolean; err?: string }>((resolve, reject) => {
@@ -52,6 +56,38 @@ test('a watched thread runs a call past its node:vm timeout to the end; the main
     assert.match(stuck ?? '', /a call into workflow code has run \d+ s without returning/);
     assert.equal(calls.runningMs(), 0, 'no call in progress once it returned');
     assert.equal(calls.stuck(), undefined);
+  } finally {
+    calls.close();
+  }
+});
+
+// Found in a benchmark's log: "a call into workflow code has run 1796541398 s without returning" (and /healthz failing)
+// from an operator whose workflow calls all returned in microseconds. The main thread read the call's start twice,
+// and a call that ended between the two reads left it 0: now minus 0. The thread here starts and ends calls as fast
+// as it can while the main thread reads; a read of a start must be one read.
+test('a call that ends while the main thread reads it is never seen as running since 1970', async () => {
+  const calls = watchCalls(5_000);
+  try {
+    const t = busyThread(0, 1_500);
+    await t.started;
+    let reads = 0;
+    let longest = 0;
+    let stuck: string | undefined;
+    let ended: { ok: boolean; err?: string } | undefined;
+    void t.ended.then((e) => (ended = e));
+    while (!ended) {
+      // Synchronous bursts of reads, racing the thread; a timer between them lets its message in.
+      for (let i = 0; i < 200_000; i++, reads++) {
+        longest = Math.max(longest, calls.runningMs());
+        stuck ??= calls.stuck();
+      }
+      await new Promise((r) => setImmediate(r));
+    }
+    assert.deepEqual(ended, { ok: true });
+    assert.equal(calls.active, true, 'the thread took its calls over');
+    assert.ok(reads > 1_000_000, `the main thread read often enough to meet a call ending (${reads} reads)`);
+    assert.ok(longest < 5_000, `no call seen running longer than the thread ran (longest ${longest} ms)`);
+    assert.equal(stuck, undefined);
   } finally {
     calls.close();
   }
