@@ -39,7 +39,10 @@ const describeRef = (o: { kind: string; metadata?: { name: string }; name?: stri
  */
 export async function reconcileApplication(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
   const started = performance.now();
-  const result = await reconcilePass(deps, input);
+  const result = await reconcilePass(deps, input).catch((err: unknown): ReconcileResult => {
+    if (err instanceof Superseded) return { outcome: 'superseded' };
+    throw err;
+  });
   const phase = result.phase ?? (result.outcome === 'reconciled' ? 'Unknown' : result.outcome);
   deps.metrics?.reconciliations.inc({ name: input.name, namespace: input.namespace, phase });
   deps.metrics?.reconcileDuration.observe((performance.now() - started) / 1000);
@@ -308,13 +311,32 @@ async function writeStatus(
   ...rest: StatusOf
 ): Promise<{ status: ReturnType<typeof desiredStatus>; written: boolean }> {
   let over = raw;
-  return retryOnConflict(() => writeStatusOver(deps, over, input, ...rest), async () => {
-    const now = await read<RawApplication>(deps, appRef(input.namespace, input.name));
-    if (!now || now.metadata.uid !== raw.metadata.uid || now.metadata.generation !== raw.metadata.generation
-      || now.metadata.deletionTimestamp !== raw.metadata.deletionTimestamp) return false;
-    over = now;
-    return true;
-  });
+  let movedOn = false;
+  try {
+    return await retryOnConflict(() => writeStatusOver(deps, over, input, ...rest), async () => {
+      const now = await read<RawApplication>(deps, appRef(input.namespace, input.name));
+      movedOn = !now || now.metadata.uid !== raw.metadata.uid || now.metadata.generation !== raw.metadata.generation
+        || now.metadata.deletionTimestamp !== raw.metadata.deletionTimestamp;
+      if (!movedOn) over = now!;
+      return !movedOn;
+    });
+  } catch (err) {
+    if (movedOn) throw new Superseded();
+    throw err;
+  }
+}
+
+/**
+ * The Application moved on while a pass ran (a new spec, a replaced object, a deletion): what the pass derived is of
+ * the spec it read, and is not written. Not a failure: the pass ends `superseded` and its workflow passes again over
+ * the Application as it is now (a promote's spec change during a pass used to fail it with a 409, logged as a
+ * failed activity and retried after a backoff).
+ */
+class Superseded extends Error {
+  constructor() {
+    super('the Application changed while the pass ran');
+    this.name = 'Superseded';
+  }
 }
 
 type StatusOf = [

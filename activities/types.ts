@@ -32,8 +32,12 @@ export interface ReconcileInput {
 }
 
 export interface ReconcileResult {
-  /** gone: the Application no longer exists; deleting: it is being deleted and the finalizer is ours to release. */
-  outcome: 'reconciled' | 'deleting' | 'gone';
+  /**
+   * gone: the Application no longer exists; deleting: it is being deleted and the finalizer is ours to release;
+   * superseded: its spec changed (or it was replaced or marked for deletion) while the pass ran, so the pass wrote no
+   * status of the spec it read: the workflow passes again over the Application as it is now.
+   */
+  outcome: 'reconciled' | 'deleting' | 'gone' | 'superseded';
   uid?: string;
   generation?: number;
   phase?: string;

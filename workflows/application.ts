@@ -203,7 +203,11 @@ class ApplicationEntity {
     const canary = `Deployment/${canaryName({ metadata: { name: this.state.name } })}`;
     const stable = `Deployment/${this.state.name}`;
     if (running && (reason === 'child' || (reason === 'child-status' && (object === canary || (object === stable && hasPatch(this.patchLevel, forwardStablePatch)))))) {
-      this.signalRollout(running, recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => log.warn('could not ask the rollout to recheck', { err: String(err) }));
+      this.signalRollout(running, recheckSignal, { ...(object ? { object } : {}) }).catch((err: unknown) => {
+        // A rollout that has just ended (its end signal on its way here) is why its children changed: nothing to see.
+        if (workflowGone(err)) log.info('the rollout ended before its recheck reached it', { key: running.key });
+        else log.warn('could not ask the rollout to recheck', { err: String(err) });
+      });
     }
   }
 
@@ -527,6 +531,11 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
     }
     const result = await app.reconcile(apply);
     if (!result) continue;
+    if (result.outcome === 'superseded') {
+      // The Application changed under the pass (its watch event may still be on its way): pass again over it as it is.
+      app.changed('spec');
+      continue;
+    }
 
     if (result.outcome !== 'reconciled') {
       await app.stopRollout();
@@ -547,6 +556,11 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
     await app.steerRollout(result);
     app.publish(`**${app.state.phase ?? 'Unknown'}** at generation ${app.state.generation ?? '?'}: ${app.state.message ?? ''}`);
   }
+}
+
+/** Whether signalling another workflow failed because it has ended (Temporal says it was not found). */
+function workflowGone(err: unknown): boolean {
+  return err instanceof ApplicationFailure && /\bnot found\b/.test(err.message);
 }
 
 /** How a child rollout that returned no result ended. A cancelled one compensated and wrote its status itself. */

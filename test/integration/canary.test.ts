@@ -160,6 +160,17 @@ describe('canary rollouts', () => {
     assert.notEqual(d.status.name, 'RUNNING');
   });
 
+  // A rollout that goes as planned is not a warning: each of these was logged by every healthy rollout (a canary
+  // not ready in its start-up grace, the Application's pass crossing the promote's spec change with a 409, a recheck
+  // reaching a rollout that had just ended) until a benchmark of 10 healthy rollouts logged 20 warnings and an error.
+  it('the rollouts that went as planned (seed, steps) logged no warning and no error', async () => {
+    const ids = ['seed', 'steps'].flatMap((n) => [applicationWorkflowId(s.ns, n), rolloutWorkflowId(s.ns, n)]);
+    const lines = (await s.op.logs()).split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: number; msg: string; workflowId?: string; err?: unknown; error?: unknown });
+    assert.ok(lines.some((l) => l.workflowId !== undefined && ids.includes(l.workflowId)), 'the log has lines of these workflows');
+    const bad = lines.filter((l) => l.level >= 40 && l.workflowId !== undefined && ids.includes(l.workflowId)).map((l) => `${l.workflowId}: ${l.msg} ${JSON.stringify(l.err ?? l.error ?? '')}`);
+    assert.deepEqual(bad, []);
+  });
+
   it('replays every Application and rollout history of this file deterministically', async () => {
     const client = await temporalClient();
     const histories = client.workflow.list({ query: `TaskQueue = '${s.op.taskQueue}'` }).intoHistories();

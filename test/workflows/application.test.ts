@@ -76,6 +76,20 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  it('a pass the spec changed under ends superseded: the workflow passes again at once, with no signal and no failure', async () => {
+    const run = await startApp({ reconcile: (n) => (n === 0 ? { outcome: 'superseded', phase: undefined, generation: undefined, message: undefined } : { generation: 2 }) });
+    await run.r.until('second pass', (r) => r.count('reconcileApplication') === 2);
+    const state = await stateUntil(run.handle, (st) => st.passes === 2);
+    assert.equal(state.phase, 'Running', 'the phase comes from the pass over the new spec');
+    assert.equal(state.generation, 2);
+    assert.deepEqual(run.r.calls.filter((c) => c.name === 'reconcileApplication').map((c) => c.input['apply']), [true, true], 'the second pass applies the new spec');
+    const history = await run.handle.fetchHistory();
+    const signals = history.events?.filter((e) => e.eventType === EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED).length;
+    assert.equal(signals, 1, 'only the signal that started it');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
   it('starts a rollout the spec asks for and forwards control sent to the Application workflow', async () => {
     const run = await startApp({ reconcile: () => ({ canary: canaryA }) });
     await run.r.until('rollout paused', (r) => r.last()?.phase === 'Paused');

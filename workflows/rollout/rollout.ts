@@ -650,7 +650,9 @@ export class Rollout {
     this.state.readySince = g.readySince;
     if (g.counted) this.m.lastCountedAt = this.m.lastGateAt;
     this.state.consecutiveFailures = g.consecutiveFailures;
-    if (!g.record.ok) log.warn(`health gate failed (${g.record.grace ? 'start-up grace, not counted' : `${g.consecutiveFailures}/${this.plan.gates.failureThreshold}`}): ${g.record.reason}`);
+    // A canary not ready yet in its start-up grace is how every rollout begins: said, not warned of.
+    if (!g.record.ok && g.record.grace) log.info(`health gate not passing yet (start-up grace, not counted): ${g.record.reason}`);
+    else if (!g.record.ok) log.warn(`health gate failed (${g.consecutiveFailures}/${this.plan.gates.failureThreshold}): ${g.record.reason}`);
     if (g.reroute) {
       log.warn(g.reroute.why);
       await this.routeTo(g.reroute.route);
