@@ -149,6 +149,17 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.deepEqual(undo, ['restoreStableImage', 'removeCanary'], 'undos run in reverse order of their steps');
   });
 
+  it('a promotion waiting for stable writes Promoting once: the stable\'s progress between gate checks rewrites nothing', async () => {
+    // Gates every 100 ms, the stable Deployment looked at every 100 ms and rolled out at the 8th look. Each look put
+    // its progress in the message in hand, and the next clean gate check wrote the Promoting status again over it.
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { stableDoneAt: 8 });
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted');
+    assert.ok(run.r.count('stableRolledOut') >= 9);
+    const promoting = run.r.statuses.filter((s) => s.phase === 'Promoting').map((s) => s.message);
+    assert.equal(promoting.length, 1, promoting.join('\n'));
+  });
+
   it('a promotion waiting for stable looks again as soon as the stable Deployment changes, not at the next poll', async () => {
     // Gates every hour (a gate check is made in the same wake once half an interval has passed: a loaded CI machine
     // took 90 s over this test once): between polls of the stable Deployment the rollout waits 2 s, unless told it

@@ -667,8 +667,10 @@ export class Rollout {
       this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
-    } else if (g.clean && this.m.steady && this.state.message !== this.m.steady) {
+    } else if (g.clean && this.m.steady && this.published.isNew({ phase: this.state.phase, message: this.m.steady })) {
       // All is as it should be again: the message says what the rollout does, not what it repaired a while ago.
+      // Judged on what status last said, not on the message in hand: a promote waiting for the stable Deployment
+      // shows its progress in the message without writing it, and rewrote the same status at every gate check.
       await this.publish(this.state.phase, this.m.steady);
     }
   }
