@@ -7,7 +7,7 @@ import { FailureType, Reason, RolloutPhase, canaryName, isTerminal } from '../ap
 import type { Activities } from '../activities/index.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from '../activities/types.ts';
 import {
-  applicationPatchLevel, changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutWorkflowId, stateQuery,
+  applicationPatchLevel, changedSignal, controlActions, controlSignals, defaultLoopOptions, recheckSignal, rolloutEndedSignal, rolloutPatchLevel, rolloutWorkflowId, stateQuery,
   type ApplicationState, type ApplicationWorkflowInput, type ChangeReason, type ChangeSignal, type ControlAction, type ControlRequest, type FollowedRollout, type LoopOptions,
   type RecoveredRollout, type RolloutEnded,
 } from './contract.ts';
@@ -465,7 +465,7 @@ class ApplicationEntity {
     try {
       child = await startChild(rolloutWorkflows[plan.strategy ?? 'canary'], {
         workflowId: rolloutWorkflowId(namespace, name),
-        args: [{ namespace, name, plan, maxHistoryEvents: this.opts.maxHistoryEvents, ...(recovered ? { recovered } : {}) }],
+        args: [{ namespace, name, plan, maxHistoryEvents: this.opts.maxHistoryEvents, patchLevel: rolloutPatchLevel, ...(recovered ? { recovered } : {}) }],
         // The rollout outlives this run (continue-as-new) and a terminated Application workflow; a deleted
         // Application aborts it explicitly and waits for its compensation.
         parentClosePolicy: this.outlive ? ParentClosePolicy.ABANDON : ParentClosePolicy.REQUEST_CANCEL,

@@ -1,17 +1,21 @@
 // The canary rollout workflow's decisions, scenario by scenario, on a real worker with scripted activities.
 // Every scenario's history is replayed at the end of it.
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import { Worker } from '@temporalio/worker';
+import { readFile } from 'node:fs/promises';
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { FailureType } from '../../api/constants.ts';
-import { controlSignals, recheckSignal, rolloutQuery, type ControlAction } from '../../workflows/contract.ts';
+import { controlSignals, recheckSignal, rolloutQuery, type ControlAction, type RolloutInput } from '../../workflows/contract.ts';
 import type { AnalysisMetric, PlanStep, RolloutPlan } from '../../reconcile/plan.ts';
 import { eventually } from '../../lib/poll.ts';
+import { workflowBundle } from '../../testkit/env.ts';
 import { WorkflowTier, control, failure, gates, plan, sleep, summaryOf, type Recorder, type RolloutRun, type Script } from './stubs.ts';
 
 const tier = new WorkflowTier();
 type Run = RolloutRun;
-const start = (p: RolloutPlan, script: Script = {}) => tier.startRollout(p, script);
+const start = (p: RolloutPlan, script: Script = {}, extra: Partial<RolloutInput> = {}) => tier.startRollout(p, script, extra);
 const finish = (run: Run) => tier.finish(run);
 
 const paused = (r: Recorder) => r.last()?.phase === 'Paused';
@@ -149,15 +153,41 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.deepEqual(undo, ['restoreStableImage', 'removeCanary'], 'undos run in reverse order of their steps');
   });
 
-  it('a promotion waiting for stable writes Promoting once: the stable\'s progress between gate checks rewrites nothing', async () => {
-    // Gates every 100 ms, the stable Deployment looked at every 100 ms and rolled out at the 8th look. Each look put
-    // its progress in the message in hand, and the next clean gate check wrote the Promoting status again over it.
-    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { stableDoneAt: 8 });
-    const result = await finish(run);
-    assert.equal(result.phase, 'Promoted');
-    assert.ok(run.r.count('stableRolledOut') >= 9);
-    const promoting = run.r.statuses.filter((s) => s.phase === 'Promoting').map((s) => s.message);
-    assert.equal(promoting.length, 1, promoting.join('\n'));
+  // Level 1 (contract.ts rolloutPatchLevel) changed what a rollout writes; a rollout started before keeps writing
+  // what its history recorded, so the old way is pinned here too (and a history recorded before replays:
+  // 'a rollout recorded before level 1 replays' below).
+  for (const level of [1, undefined]) {
+    it(`a promotion waiting for stable at level ${level ?? 0} writes Promoting ${level ? 'once: the stable\'s progress between gate checks rewrites nothing' : 'again after gate checks, as before'}`, async () => {
+      // Gates every 100 ms, the stable Deployment looked at every 100 ms and rolled out at the 8th look. Each look
+      // put its progress in the message in hand, and the next clean gate check wrote the Promoting status again.
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { stableDoneAt: 8 }, { patchLevel: level });
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      assert.ok(run.r.count('stableRolledOut') >= 9);
+      const promoting = run.r.statuses.filter((s) => s.phase === 'Promoting').map((s) => s.message);
+      if (level) assert.equal(promoting.length, 1, promoting.join('\n'));
+      else assert.ok(promoting.length > 1, promoting.join('\n'));
+    });
+
+    it(`a step after a pause whose gate already passes ${level ? 'moves traffic without' : 'writes'} a "waiting for ready canary replicas" status first at level ${level ?? 0}`, async () => {
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 500 }, { kind: 'weight', weight: 30 }] }), {}, { patchLevel: level });
+      const result = await finish(run);
+      assert.equal(result.phase, 'Promoted');
+      assert.deepEqual(run.r.weights(), [10, 30, 0]);
+      const waiting = run.r.statuses.map((s) => s.message).filter((m) => /waiting for 1 ready canary replica/.test(m));
+      assert.equal(waiting.some((m) => m.startsWith('step 3/3')), !level, waiting.join('\n'));
+    });
+  }
+
+  // Recorded by the code before level 1 (commit 5d96482, with test/workflows/stubs.ts's scripted activities: weight
+  // 10, a 500 ms pause, weight 30 whose gate already passed, a promote that looked at the stable Deployment 7
+  // times): its status writes include the "waiting" of step 3 and 7 Promoting writes. A rollout in flight when the
+  // operator is upgraded replays such a history; the new ways taken unconditionally fail it (nondeterminism).
+  it('a rollout recorded before level 1 replays on the code of today', async () => {
+    const history = historyFromJSON(JSON.parse(await readFile(new URL('../fixtures/histories/rollout-before-level-1.json', import.meta.url), 'utf8')));
+    const scheduled = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes).map((e) => summaryOf(e) ?? '');
+    assert.ok(scheduled.some((x) => /^status: Progressing at step 3\/3.*waiting for 1 ready canary replica/.test(x)), 'the history has the old way in it');
+    await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'application/recorded/app/canary');
   });
 
   it('a promotion waiting for stable looks again as soon as the stable Deployment changes, not at the next poll', async () => {

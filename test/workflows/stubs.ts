@@ -22,7 +22,7 @@ import type { RolloutPlan } from '../../reconcile/plan.ts';
 import type { NotificationMessage } from '../../reconcile/notify.ts';
 import type { SendNotificationInput } from '../../activities/notify.ts';
 import type { canaryRolloutWorkflow } from '../../workflows/rollout/workflow.ts';
-import { controlUpdates, rolloutWorkflowTypes, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
+import { controlUpdates, rolloutPatchLevel, rolloutWorkflowTypes, type ControlAction, type RolloutInput, type RolloutResult } from '../../workflows/contract.ts';
 
 const EventType = proto.temporal.api.enums.v1.EventType;
 type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
@@ -361,7 +361,8 @@ export class WorkflowTier {
   async startRollout(p: RolloutPlan, script: Script = {}, extra: Partial<RolloutInput> = {}): Promise<RolloutRun> {
     const { namespace, recorder } = this.scenario(script);
     const handle = await this.client.workflow.start<typeof canaryRolloutWorkflow>(rolloutWorkflowTypes[p.strategy ?? 'canary'], {
-      taskQueue: this.taskQueue, workflowId: `application/${namespace}/app/canary`, args: [{ namespace, name: 'app', plan: p, ...extra }],
+      // At the level the Application's workflow starts rollouts at; `extra` may take it away (a rollout started before).
+      taskQueue: this.taskQueue, workflowId: `application/${namespace}/app/canary`, args: [{ namespace, name: 'app', plan: p, patchLevel: rolloutPatchLevel, ...extra }],
     });
     return { handle, r: recorder, result: () => handle.result() };
   }

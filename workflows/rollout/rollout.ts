@@ -80,12 +80,15 @@ export class Rollout {
   private stableChanged = false;
   /** The phase and message status last said, so a mere refresh is told apart from news. */
   private readonly published: WrittenStatus;
+  /** What this rollout does that rollouts started before did not (contract.ts `rolloutPatchLevel`). */
+  private readonly level: number;
   /** Notifications handed to Temporal in this run whose workflow is not known to be started yet, by id. */
   private readonly starting = new Map<string, { input: NotificationInput; started: Promise<void> }>();
 
   constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
     this.input = input;
+    this.level = input.patchLevel ?? 0;
     this.published = new WrittenStatus();
     if (input.carried) this.published.wrote({ phase: input.carried.state.phase, message: input.carried.state.message });
     this.plan = plan;
@@ -315,9 +318,13 @@ export class Rollout {
     const next = withStep(this.m.target, step);
     if (reachesCanary(next)) {
       const up = step.kind === 'weight' && step.weight > this.m.route.weight && this.needsAnalysis();
-      await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)${up ? ' and a passing analysis at the current weight' : ''}`);
       // A promote goes now: it does not wait for the step's gate (or analysis) first.
-      await this.watch({ done: () => this.promoteRequested || (this.gateOk() && (!up || this.state.analysis?.passed === true)) });
+      const mayGo = () => this.promoteRequested || (this.gateOk() && (!up || this.state.analysis?.passed === true));
+      // From level 1 a step that may go at once (the gate passed during the pause before it) says nothing of waiting.
+      if (this.level < 1 || !mayGo()) {
+        await this.publish(RolloutPhase.Progressing, `${text}: waiting for ${this.plan.gates.minReadyReplicas} ready canary replica(s)${up ? ' and a passing analysis at the current weight' : ''}`);
+      }
+      await this.watch({ done: mayGo });
       if (this.promoteRequested) return;
     }
     // The target moves only now: until the step may go, a gate check keeps traffic where it is.
@@ -667,10 +674,10 @@ export class Rollout {
       this.m.createdAt = Date.now();
       this.state.readySince = undefined;
       this.state.consecutiveFailures = 0;
-    } else if (g.clean && this.m.steady && this.published.isNew({ phase: this.state.phase, message: this.m.steady })) {
+    } else if (g.clean && this.m.steady && (this.level >= 1 ? this.published.isNew({ phase: this.state.phase, message: this.m.steady }) : this.state.message !== this.m.steady)) {
       // All is as it should be again: the message says what the rollout does, not what it repaired a while ago.
-      // Judged on what status last said, not on the message in hand: a promote waiting for the stable Deployment
-      // shows its progress in the message without writing it, and rewrote the same status at every gate check.
+      // From level 1 judged on what status last said, not on the message in hand: a promote waiting for the stable
+      // Deployment shows its progress in the message without writing it, and rewrote its status at every gate check.
       await this.publish(this.state.phase, this.m.steady);
     }
   }
