@@ -74,7 +74,7 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
  * routed to still exists. An Application that no longer parses is judged on its pods alone.
  */
 export async function observeCanary(deps: ActivityDeps, input: RouteInput): Promise<CanaryObservation> {
-  const [health, raw] = await Promise.all([canaryHealth(deps, input), read(deps, appRef(input))]);
+  const [health, raw] = await Promise.all([canaryHealth(deps, input, 'in hand'), read(deps, appRef(input))]);
   const parsed = raw ? parseApplication(raw) : null;
   if (!parsed?.ok) return { health, routed: null, asIntended: true, target: true };
   const app = withVersion(parsed.app, input.version);
@@ -84,12 +84,13 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
 
 /**
  * Ready replicas and container restarts of the canary's pods, and what keeps one from running (the pods go with a
- * rollback: the verdict that names the problem is what is left of it).
+ * rollback: the verdict that names the problem is what is left of it). The canary Deployment as the watch last
+ * delivered it when that copy is current (`in hand`: a gate check, every interval; the watch wakes the rollout when
+ * its status changes), or from the API server (`fresh`: right before traffic is routed to the canary).
  */
-async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }): Promise<CanaryHealth> {
-  // The canary Deployment itself from the API server: its readiness is what the gate judges (and the one read that
-  // proves the operator's `get deployments` in the RBAC test; test/integration/rbac.test.ts).
-  const d = await deps.kube.get<ObservedDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
+async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<CanaryHealth> {
+  const ref = childRef(input, kinds.deployment, canaryName(named(input)));
+  const d = from === 'fresh' ? await deps.kube.get<ObservedDeployment>(ref) : await read<KubeObject>(deps, ref) as ObservedDeployment | null;
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
@@ -111,7 +112,8 @@ async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: st
 export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Promise<RouteWeights> {
   const { route } = input;
   if (reachesCanary(route)) {
-    const health = await canaryHealth(deps, input);
+    // Read from the API server: no request goes to a canary on the word of a copy a watch may not have updated yet.
+    const health = await canaryHealth(deps, input, 'fresh');
     if (!sameRoute(routable(route, health.readyReplicas), route)) {
       throw ApplicationFailure.nonRetryable(`refusing to route to a canary with 0 ready replicas (${describeRoute(route)})`, FailureType.CanaryNotReady);
     }
@@ -165,7 +167,8 @@ export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promi
 
 /** Whether the stable Deployment has rolled out `image` and is fully available. */
 export async function stableRolledOut(deps: ActivityDeps, input: CanaryRef & { image: string }): Promise<{ done: boolean; message: string }> {
-  const d = await deps.kube.get<ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>(childRef(input, kinds.deployment));
+  // The copy in hand when current: the watch that delivers its status is what wakes the promote to look again.
+  const d = await read<KubeObject>(deps, childRef(input, kinds.deployment)) as (ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }) | null;
   if (!d) return { done: false, message: 'the stable Deployment does not exist' };
   const image = d.spec?.template?.spec?.containers?.[0]?.image;
   const p = rolloutProgress(d);

@@ -160,11 +160,14 @@ describe('requests per create', () => {
     // watch's is served, this process's own writes' answers included, so what is read does not grow with the gate
     // checks: the first reads, and what someone else changed (7 or 8 for 11 gate checks on a loaded machine; reading
     // only what the watch had confirmed, the status writes' answers were read back while the watch lagged: 12 for 10
-    // in a loaded CI run). (The canary Deployment is still read from the API server.)
+    // in a loaded CI run).
     const reads = ['GET myapp.example.com/applications', 'GET networking.istio.io/virtualservices', 'GET networking.istio.io/destinationrules']
       .reduce((n, k) => n + made(k), 0);
     t.diagnostic(`${gateChecks} gate checks; reads: ${all}`);
     assert.ok(reads < gateChecks, `${reads} reads of the Application and routes for ${gateChecks} gate checks (${all})`);
+    // The canary Deployment too (each gate check read it from the API server before: a GET per gate check), and the
+    // stable one while the promote waits for it; what is read is the check right before a route reaches the canary.
+    assert.ok(made('GET apps/deployments') < gateChecks / 2, `${made('GET apps/deployments')} reads of the Deployments for ${gateChecks} gate checks (${all})`);
   });
 
   // After a rollout status.children no longer says which children exist (a rollout's own are not recorded), and every
