@@ -35,6 +35,10 @@ export class RecentObjects {
   private readonly kinds: ReadonlySet<string> | undefined;
   /** Reads served from here and reads that went to the API server (for the benchmark and tests). */
   readonly counts = { served: 0, missed: 0 };
+  /** Kinds the cluster did not serve when the watcher started (`apiVersion/kind`): none of them can exist. */
+  private unserved = new Set<string>();
+  /** Kinds this process has written an object of (`apiVersion/kind`): served after all (a CRD installed since). */
+  private readonly kindsWritten = new Set<string>();
 
   /** `kinds`: the kinds whose read and write answers are kept (keeps); all of them when not given. */
   constructor(capacity = 4096, kinds?: ReadonlySet<string>) {
@@ -76,6 +80,7 @@ export class RecentObjects {
    */
   wrote(ref: ObjectRef, answer: KubeObject | null): void {
     const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
+    this.kindsWritten.add(`${ref.apiVersion}/${ref.kind}`);
     // A write that took the last finalizer off an object being deleted deleted it: its answer is its last state.
     if (answer?.metadata?.deletionTimestamp && !(answer.metadata.finalizers as unknown[] | undefined)?.length) answer = null;
     this.written.delete(key);
@@ -94,7 +99,18 @@ export class RecentObjects {
    */
   mayExist(ref: ObjectRef): boolean | undefined {
     if (this.written.has(keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name))) return true;
+    const kind = `${ref.apiVersion}/${ref.kind}`;
+    // An Istio-only cluster has no HTTPRoute nor TraefikService: after a rollout every pass read both back (404s).
+    if (this.unserved.has(kind) && !this.kindsWritten.has(kind)) return false;
     return this.present?.(ref);
+  }
+
+  /**
+   * The kinds the cluster does not serve (the watcher asks at its start; each start replaces what an earlier one
+   * said): no object of them exists, so none is read back, until this process writes one (its CRD installed since).
+   */
+  notServed(kinds: Iterable<{ apiVersion: string; kind: string }>): void {
+    this.unserved = new Set([...kinds].map((k) => `${k.apiVersion}/${k.kind}`));
   }
 
   /** Whether objects of `kind` are kept from reads and write answers (the watcher's deliveries are kept regardless). */

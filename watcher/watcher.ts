@@ -163,12 +163,14 @@ export class Watcher {
       this.addInformer(`applications${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: KIND, namespace: ns }), undefined, (type, obj) => this.onApplication(type, obj));
       this.addInformer(`releases${ns ? `/${ns}` : ''}`, collectionPath({ apiVersion: API_VERSION, kind: RELEASE_KIND, namespace: ns }), undefined, (type, obj) => this.onRelease(type, obj));
     }
-    // A router's kinds exist only where its CRDs are installed (Istio's, the Gateway API's): the others are not watched.
-    const served = await Promise.all(childKinds.filter((k) => k.watched).map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => true) })));
-    for (const { k } of served.filter((x) => !x.ok)) {
+    // A router's kinds exist only where its CRDs are installed (Istio's, the Gateway API's, Traefik's): the others are
+    // not watched, and what is in hand knows none of them exists (a pass does not read them back).
+    const served = await Promise.all(childKinds.map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => true) })));
+    for (const { k } of served.filter((x) => !x.ok && x.k.watched)) {
       this.opts.log.info({ kind: k.kind, apiVersion: k.apiVersion }, `not watching ${k.kind}: this cluster does not serve ${k.apiVersion} ${k.plural} (an Application routed through it is told so in its status)`);
     }
-    const watchedKinds = served.filter((x) => x.ok).map((x) => x.k);
+    this.opts.recent?.notServed(served.filter((x) => !x.ok).map((x) => x.k));
+    const watchedKinds = served.filter((x) => x.ok && x.k.watched).map((x) => x.k);
     for (const ns of scopes) {
       for (const c of watchedKinds) {
         const path = collectionPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: ns });

@@ -153,6 +153,38 @@ describe('RecentObjects', () => {
   });
 });
 
+describe('RecentObjects: kinds the cluster does not serve', () => {
+  const route: ObjectRef = { apiVersion: 'gateway.networking.k8s.io/v1', kind: 'HTTPRoute', namespace: 'prod', name: 'web' };
+  const other: ObjectRef = { ...route, name: 'api' };
+
+  test('an object of a kind the cluster does not serve cannot exist; one it serves is the watch\'s to say', () => {
+    const recent = new RecentObjects();
+    recent.follow(() => undefined, () => undefined);
+    assert.equal(recent.mayExist(route), undefined, 'nothing known: only a read can tell');
+    recent.notServed([{ apiVersion: route.apiVersion, kind: route.kind }]);
+    assert.equal(recent.mayExist(route), false);
+    assert.equal(recent.mayExist(ref), undefined, 'another kind is untouched');
+  });
+
+  test('once this process wrote an object of that kind (its CRD installed since), any may exist again', () => {
+    const recent = new RecentObjects();
+    recent.follow(() => undefined, () => undefined);
+    recent.notServed([{ apiVersion: route.apiVersion, kind: route.kind }]);
+    recent.wrote(route, { apiVersion: route.apiVersion, kind: route.kind, metadata: { name: 'web', namespace: 'prod', resourceVersion: '5' } });
+    assert.equal(recent.mayExist(route), true, 'the one written');
+    assert.equal(recent.mayExist(other), undefined, 'another of its kind: only a read can tell');
+    recent.forget(route);
+    assert.equal(recent.mayExist(route), undefined, 'forgotten: the kind is still served');
+  });
+
+  test('a new start of the watcher says again what is not served', () => {
+    const recent = new RecentObjects();
+    recent.notServed([{ apiVersion: route.apiVersion, kind: route.kind }]);
+    recent.notServed([]);
+    assert.equal(recent.mayExist(route), undefined);
+  });
+});
+
 describe('compareVersions', () => {
   test('orders resource versions as Kubernetes defines them: decimal numbers, the longer newer', () => {
     assert.equal(compareVersions('10', '9')! > 0, true);
