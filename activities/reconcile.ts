@@ -40,7 +40,10 @@ const describeRef = (o: { kind: string; metadata?: { name: string }; name?: stri
 export async function reconcileApplication(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
   const started = performance.now();
   const result = await reconcilePass(deps, input).catch((err: unknown): ReconcileResult => {
-    if (err instanceof Superseded) return { outcome: 'superseded' };
+    if (err instanceof Superseded) {
+      if (input.acceptsSuperseded) return { outcome: 'superseded' };
+      throw err.conflict;
+    }
     throw err;
   });
   const phase = result.phase ?? (result.outcome === 'reconciled' ? 'Unknown' : result.outcome);
@@ -302,7 +305,7 @@ async function ensureFinalizer(deps: ActivityDeps, raw: RawApplication): Promise
  * Writes status as derived from what the pass observed, over the Application as `raw` has it. A write that conflicts
  * (the rollout wrote its status, or someone labelled the Application, since `raw` was read) is derived again over
  * the Application as it is now, as long as it is still the one the pass read with the spec the pass applied: a
- * changed spec or a replaced object fails the write, and the pass is retried on it.
+ * changed spec, a replaced object or a deletion writes nothing, and the pass ends superseded (Superseded).
  */
 async function writeStatus(
   deps: ActivityDeps,
@@ -321,7 +324,7 @@ async function writeStatus(
       return !movedOn;
     });
   } catch (err) {
-    if (movedOn) throw new Superseded();
+    if (movedOn) throw new Superseded(err);
     throw err;
   }
 }
@@ -333,9 +336,13 @@ async function writeStatus(
  * failed activity and retried after a backoff).
  */
 class Superseded extends Error {
-  constructor() {
+  /** The 409 that told: thrown as it is to a workflow of an earlier release (it retries the pass). */
+  readonly conflict: unknown;
+
+  constructor(conflict: unknown) {
     super('the Application changed while the pass ran');
     this.name = 'Superseded';
+    this.conflict = conflict;
   }
 }
 

@@ -29,6 +29,11 @@ export interface ReconcileInput {
   finalize?: boolean;
   /** The watcher saw the Application's namespace being deleted: finalizing leaves the children to the namespace controller. */
   namespaceGoing?: boolean;
+  /**
+   * The workflow takes a `superseded` result: a pass the Application's change crosses ends so instead of failing
+   * with the 409. Absent from the workflows of releases before it, which would take that result for a deletion.
+   */
+  acceptsSuperseded?: boolean;
 }
 
 export interface ReconcileResult {

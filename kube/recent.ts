@@ -53,6 +53,8 @@ export class RecentObjects {
   follow(latest: LatestVersion | undefined, present?: Presence): void {
     this.latest = latest;
     this.present = latest ? present : undefined;
+    // What the watcher found not served holds only while it follows (another process may write such kinds).
+    if (!latest) this.unserved = new Set();
   }
 
   /**
@@ -80,7 +82,8 @@ export class RecentObjects {
    */
   wrote(ref: ObjectRef, answer: KubeObject | null): void {
     const key = keyOf(ref.apiVersion, ref.kind, ref.namespace, ref.name);
-    this.kindsWritten.add(`${ref.apiVersion}/${ref.kind}`);
+    // Served after all; not said by a delete (a finalizer's delete of every kind answers 404 for one not served).
+    if (answer) this.kindsWritten.add(`${ref.apiVersion}/${ref.kind}`);
     // A write that took the last finalizer off an object being deleted deleted it: its answer is its last state.
     if (answer?.metadata?.deletionTimestamp && !(answer.metadata.finalizers as unknown[] | undefined)?.length) answer = null;
     this.written.delete(key);

@@ -10,7 +10,7 @@ import type { ObjectRef } from '../kube/resources.ts';
 import { tracer } from '../lib/trace.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
-import { childKinds, kinds } from '../render/children.ts';
+import { childKinds, kinds, type ChildKind } from '../render/children.ts';
 import { deploymentSignature, podSignature, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
@@ -129,6 +129,8 @@ export class Watcher {
   /** When each Application and Release was first seen: the sweep expects a workflow only of those seen a sweep ago. */
   private readonly firstSeen = new Map<string, number>();
   private sweepTimer: NodeJS.Timeout | undefined;
+  /** Child kinds the cluster did not serve when last asked (at start, then at each sweep). */
+  private unserved: ChildKind[] = [];
   private sweeping: Promise<void> | undefined;
 
   constructor(opts: WatcherOptions) {
@@ -169,7 +171,8 @@ export class Watcher {
     for (const { k } of served.filter((x) => !x.ok && x.k.watched)) {
       this.opts.log.info({ kind: k.kind, apiVersion: k.apiVersion }, `not watching ${k.kind}: this cluster does not serve ${k.apiVersion} ${k.plural} (an Application routed through it is told so in its status)`);
     }
-    this.opts.recent?.notServed(served.filter((x) => !x.ok).map((x) => x.k));
+    this.unserved = served.filter((x) => !x.ok).map((x) => x.k);
+    this.opts.recent?.notServed(this.unserved);
     const watchedKinds = served.filter((x) => x.ok && x.k.watched).map((x) => x.k);
     for (const ns of scopes) {
       for (const c of watchedKinds) {
@@ -205,6 +208,7 @@ export class Watcher {
    * and tells Application workflows about rollouts whose workflow closed without finishing.
    */
   private async sweep(sweeper: Sweeper): Promise<void> {
+    await this.recheckServed();
     const settled = Date.now() - this.opts.sweepSeconds * 1000;
     const expect = (map: Map<string, Observation>, prefix: 'app' | 'release') => [...map.entries()]
       .filter(([key, o]) => (!o.deleting || o.finalizer) && (this.firstSeen.get(`${prefix}:${key}`) ?? Infinity) <= settled && !this.pending.has(`${prefix}:${key}`))
@@ -236,6 +240,21 @@ export class Watcher {
     } catch (err) {
       if (!this.stopped) this.opts.log.warn({ err: errMessage(err) }, 'sweep of Temporal\'s workflows failed; trying again at the next one');
     }
+  }
+
+  /**
+   * Asks again whether the kinds the cluster did not serve at start are served now (their CRDs installed since):
+   * what is in hand stops ruling their objects out (another process may have made some). Watching them takes a
+   * restart, as the start-up log says.
+   */
+  private async recheckServed(): Promise<void> {
+    if (!this.unserved.length) return;
+    const now = await Promise.all(this.unserved.map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => false) })));
+    const installed = now.filter((x) => x.ok).map((x) => x.k);
+    if (!installed.length) return;
+    this.opts.log.info({ kinds: installed.map((k) => `${k.kind}.${k.apiVersion}`) }, 'the cluster serves kinds it did not when the watcher started: read from the API server from now on (restart the operator to watch them)');
+    this.unserved = now.filter((x) => !x.ok).map((x) => x.k);
+    this.opts.recent?.notServed(this.unserved);
   }
 
   /**

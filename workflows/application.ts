@@ -280,6 +280,16 @@ class ApplicationEntity {
     return this.reasons.some((r) => r !== 'child-status');
   }
 
+  /**
+   * The Application changed under the pass (its watch event may still be on its way): the next pass goes over it as
+   * it is now, for what woke this one too (its drift still repaired and said, a deletion still finalized at once).
+   */
+  passAgain(): void {
+    for (const r of [...this.reasons, 'spec' as const]) this.pending.add(r);
+    for (const o of this.objects) this.pendingObjects.add(o);
+    for (const o of this.drifted) this.pendingDrift.add(o);
+  }
+
   /** One reconcile pass; null when the activity reported a failure in status (then wait for the user to change something). */
   async reconcile(apply: boolean): Promise<ReconcileResult | null> {
     const parent = this.signalTrace;
@@ -299,7 +309,8 @@ class ApplicationEntity {
       // Told of a deletion with no rollout to compensate, the pass finalizes at once (runs from before took two steps).
       const finalize = this.reasons.includes('deleted') && this.rollout === undefined && hasPatch(this.patchLevel, inlineFinalizePatch);
       const result = await reconcilePass(this.patchLevel, summary, {
-        namespace, name, workflowId: workflowInfo().workflowId, apply, ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
+        namespace, name, workflowId: workflowInfo().workflowId, apply, acceptsSuperseded: true,
+        ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
         ...(finalize ? { finalize } : {}), ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
       });
       this.state.passes++;
@@ -532,8 +543,7 @@ export async function applicationWorkflow(input: ApplicationWorkflowInput): Prom
     const result = await app.reconcile(apply);
     if (!result) continue;
     if (result.outcome === 'superseded') {
-      // The Application changed under the pass (its watch event may still be on its way): pass again over it as it is.
-      app.changed('spec');
+      app.passAgain();
       continue;
     }
 

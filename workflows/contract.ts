@@ -149,20 +149,20 @@ export interface RolloutInput {
   /** A rollout in flight whose workflow Temporal lost: where the Application's status says it was. */
   recovered?: RecoveredRollout;
   /**
-   * What the rollout does that runs started before did not (`rolloutPatchLevel`): set by the Application's workflow
-   * on every rollout it starts, carried across continue-as-new; absent in rollouts started before, which replay
-   * the commands their history recorded.
+   * The level asked for (`rolloutPatchLevel`): set by the Application's workflow on every rollout it starts, carried
+   * across continue-as-new; absent in rollouts started before, which keep the commands their history recorded.
    */
   patchLevel?: number;
 }
 
 /**
- * The level the Application's workflow starts rollouts at. Rollout workflows take their changes by level rather
- * than through `patched()` markers: a level is in the workflow's input, so a replay of any history makes the same
- * choice without a marker or a search-attribute upsert, and a rollout started before a change keeps the old way to
- * its end. 1: a step whose gate already passes moves traffic without writing "waiting for ready canary replicas"
- * first; a clean gate check writes the steady message again only when status last said something else (a promote
- * waiting for the stable Deployment rewrote its Promoting status at every gate check).
+ * The level the Application's workflow starts rollouts at. A rollout takes a level only when its input asks for it
+ * (a rollout started before a change keeps the old way to its end) and its first workflow task records it with
+ * one `patched()` marker, at a fixed place: a worker of an older release that runs the rollout live during a rolling
+ * upgrade records none, and every replay of that history then takes the old way too. 1: a step whose gate already
+ * passes moves traffic without writing "waiting for ready canary replicas" first; a clean gate check writes the
+ * steady message again only when status last said something else (a promote waiting for the stable Deployment
+ * rewrote its Promoting status at every gate check).
  */
 export const rolloutPatchLevel = 1;
 

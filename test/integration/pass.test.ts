@@ -66,8 +66,8 @@ describe('status writes that lose their compare-and-swap', () => {
     await kube(['-n', ns, ...change]);
     return holding(held);
   }
-  const pass = async (recent: RecentObjects, ns: string, name: string): Promise<ReconcileResult> => new MockActivityEnvironment().run(reconcileApplication,
-    await depsWith(recent), { namespace: ns, name, workflowId: `application/${ns}/${name}`, apply: true });
+  const pass = async (recent: RecentObjects, ns: string, name: string, acceptsSuperseded = true): Promise<ReconcileResult> => new MockActivityEnvironment().run(reconcileApplication,
+    await depsWith(recent), { namespace: ns, name, workflowId: `application/${ns}/${name}`, apply: true, acceptsSuperseded });
 
   it('a pass\'s status write that crosses another write (a label, the rollout\'s status) is derived again and written, not failed', async () => {
     const ns = await testNamespace('pass-crossed');
@@ -94,6 +94,11 @@ describe('status writes that lose their compare-and-swap', () => {
       assert.equal(result.outcome, 'superseded');
       assert.equal(result.statusWritten, undefined);
       assert.equal((await getApp(ns.name, 'respec'))?.status?.observedGeneration, undefined, 'no status for a spec the pass did not apply');
+      // A workflow of a release before (no acceptsSuperseded) would take the outcome for a deletion: it gets the 409.
+      const older = await heldThen(ns.name, 'respec2', ['patch', 'application', 'respec2', '--type=merge', '-p', JSON.stringify({ spec: { image: 'nginx:1.26' } })]);
+      const failed = await pass(older, ns.name, 'respec2', false).then(() => undefined, (err: unknown) => err);
+      assert.ok(failed instanceof KubeError && failed.status === 409, `the conflict, as before: ${String(failed)}`);
+      assert.equal((await getApp(ns.name, 'respec2'))?.status?.observedGeneration, undefined);
     } finally {
       await ns.cleanup();
     }

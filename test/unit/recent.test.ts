@@ -177,11 +177,23 @@ describe('RecentObjects: kinds the cluster does not serve', () => {
     assert.equal(recent.mayExist(route), undefined, 'forgotten: the kind is still served');
   });
 
-  test('a new start of the watcher says again what is not served', () => {
+  test('a delete (a finalizer deletes every kind; one not served answers 404) does not say the kind is served', () => {
     const recent = new RecentObjects();
+    recent.follow(() => undefined, () => undefined);
+    recent.notServed([{ apiVersion: route.apiVersion, kind: route.kind }]);
+    recent.wrote(route, null);
+    assert.equal(recent.mayExist(other), false);
+  });
+
+  test('a new start of the watcher, or a sweep, says again what is not served; with no watcher following, nothing is ruled out', () => {
+    const recent = new RecentObjects();
+    recent.follow(() => undefined, () => undefined);
     recent.notServed([{ apiVersion: route.apiVersion, kind: route.kind }]);
     recent.notServed([]);
     assert.equal(recent.mayExist(route), undefined);
+    recent.notServed([{ apiVersion: route.apiVersion, kind: route.kind }]);
+    recent.follow(undefined);
+    assert.equal(recent.mayExist(route), undefined, 'a stopped watcher (a standby replica): another process may write such kinds');
   });
 });
 

@@ -179,15 +179,30 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     });
   }
 
-  // Recorded by the code before level 1 (commit 5d96482, with test/workflows/stubs.ts's scripted activities: weight
-  // 10, a 500 ms pause, weight 30 whose gate already passed, a promote that looked at the stable Deployment 7
-  // times): its status writes include the "waiting" of step 3 and 7 Promoting writes. A rollout in flight when the
-  // operator is upgraded replays such a history; the new ways taken unconditionally fail it (nondeterminism).
-  it('a rollout recorded before level 1 replays on the code of today', async () => {
+  // Recorded by a worker of the release before level 1 (commit 5d96482, with test/workflows/stubs.ts's scripted
+  // activities: weight 10, a 500 ms pause, weight 30 whose gate already passed, a promote that looked at the stable
+  // Deployment 7 times), for a rollout whose input asks for level 1: what a rolling upgrade makes when a new
+  // Application workflow starts a rollout and an old worker runs it live. Its status writes include the "waiting" of
+  // step 3 and 7 Promoting writes. Taking the level from the input alone fails this replay (nondeterminism), and so
+  // does taking the new way unconditionally: a rollout in flight would be stuck at its next workflow task.
+  it('a rollout asked for level 1 but run by a worker before it replays on the code of today, the old way', async () => {
     const history = historyFromJSON(JSON.parse(await readFile(new URL('../fixtures/histories/rollout-before-level-1.json', import.meta.url), 'utf8')));
+    const input = JSON.parse(Buffer.from(history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0]?.data ?? []).toString()) as { patchLevel?: number };
+    assert.equal(input.patchLevel, 1, 'the input asks for level 1');
     const scheduled = (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes).map((e) => summaryOf(e) ?? '');
     assert.ok(scheduled.some((x) => /^status: Progressing at step 3\/3.*waiting for 1 ready canary replica/.test(x)), 'the history has the old way in it');
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'application/recorded/app/canary');
+  });
+
+  it('a rollout at level 1 records its level once, first thing; one at level 0 records none', async () => {
+    for (const level of [1, undefined]) {
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), {}, { patchLevel: level });
+      await finish(run);
+      const events = (await run.handle.fetchHistory()).events ?? [];
+      const markers = events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch');
+      assert.equal(markers.length, level ? 1 : 0, `level ${level ?? 0}`);
+      if (level) assert.ok(events.findIndex((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch') < events.findIndex((e) => e.activityTaskScheduledEventAttributes), 'before any activity');
+    }
   });
 
   it('a promotion waiting for stable looks again as soon as the stable Deployment changes, not at the next poll', async () => {

@@ -3,7 +3,7 @@
 // pure functions of decide.ts; the cluster is reached only through activities. Everything it knows is one
 // serializable object (RolloutCarry), so that it can continue as new at any wait and be taken up exactly there.
 import {
-  CancellationScope, continueAsNew, getExternalWorkflowHandle, isCancellation, log, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
+  CancellationScope, continueAsNew, getExternalWorkflowHandle, isCancellation, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, workflowInfo,
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, isTerminal } from '../../api/constants.ts';
 import type { Activities } from '../../activities/index.ts';
@@ -47,6 +47,8 @@ const checks = proxyLocalActivities<Activities>({
 
 // One attempt, for status written while something else is failing.
 const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
+/** The marker of rollout level 1 (contract.ts `rolloutPatchLevel`). */
+const rolloutLevel1Patch = 'rollout-level-1';
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -88,7 +90,9 @@ export class Rollout {
   constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
     this.input = input;
-    this.level = input.patchLevel ?? 0;
+    // Asked for by the starter and recorded here, first thing: a worker of a release before level 1 that runs this
+    // rollout live ignores the level and records no marker, so every later replay takes level 0 with it.
+    this.level = (input.patchLevel ?? 0) >= 1 && patched(rolloutLevel1Patch) ? 1 : 0;
     this.published = new WrittenStatus();
     if (input.carried) this.published.wrote({ phase: input.carried.state.phase, message: input.carried.state.message });
     this.plan = plan;
