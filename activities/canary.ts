@@ -90,7 +90,7 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
  */
 async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<CanaryHealth> {
   const ref = childRef(input, kinds.deployment, canaryName(named(input)));
-  const d = from === 'fresh' ? await deps.kube.get<ObservedDeployment>(ref) : await read<KubeObject>(deps, ref) as ObservedDeployment | null;
+  const d = from === 'fresh' ? await deps.kube.get<ObservedDeployment>(ref) : await read<KubeObject & ObservedDeployment>(deps, ref);
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
@@ -168,7 +168,7 @@ export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promi
 /** Whether the stable Deployment has rolled out `image` and is fully available. */
 export async function stableRolledOut(deps: ActivityDeps, input: CanaryRef & { image: string }): Promise<{ done: boolean; message: string }> {
   // The copy in hand when current: the watch that delivers its status is what wakes the promote to look again.
-  const d = await read<KubeObject>(deps, childRef(input, kinds.deployment)) as (ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }) | null;
+  const d = await read<KubeObject & ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>(deps, childRef(input, kinds.deployment));
   if (!d) return { done: false, message: 'the stable Deployment does not exist' };
   const image = d.spec?.template?.spec?.containers?.[0]?.image;
   const p = rolloutProgress(d);

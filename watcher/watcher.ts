@@ -167,7 +167,7 @@ export class Watcher {
     }
     // A router's kinds exist only where its CRDs are installed (Istio's, the Gateway API's, Traefik's): the others are
     // not watched, and what is in hand knows none of them exists (a pass does not read them back).
-    const served = await Promise.all(childKinds.map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => true) })));
+    const served = await this.askServed(childKinds, true);
     for (const { k } of served.filter((x) => !x.ok && x.k.watched)) {
       this.opts.log.info({ kind: k.kind, apiVersion: k.apiVersion }, `not watching ${k.kind}: this cluster does not serve ${k.apiVersion} ${k.plural} (an Application routed through it is told so in its status)`);
     }
@@ -242,6 +242,11 @@ export class Watcher {
     }
   }
 
+  /** Whether the cluster serves each of `kinds` (`unknown`: what to take when discovery does not answer). */
+  private askServed(kinds: readonly ChildKind[], unknown: boolean): Promise<{ k: ChildKind; ok: boolean }[]> {
+    return Promise.all(kinds.map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => unknown) })));
+  }
+
   /**
    * Asks again whether the kinds the cluster did not serve at start are served now (their CRDs installed since):
    * what is in hand stops ruling their objects out (another process may have made some). Watching them takes a
@@ -249,7 +254,7 @@ export class Watcher {
    */
   private async recheckServed(): Promise<void> {
     if (!this.unserved.length) return;
-    const now = await Promise.all(this.unserved.map(async (k) => ({ k, ok: await this.opts.kube.serves(k.apiVersion, k.plural).catch(() => false) })));
+    const now = await this.askServed(this.unserved, false);
     const installed = now.filter((x) => x.ok).map((x) => x.k);
     if (!installed.length) return;
     this.opts.log.info({ kinds: installed.map((k) => `${k.kind}.${k.apiVersion}`) }, 'the cluster serves kinds it did not when the watcher started: read from the API server from now on (restart the operator to watch them)');
