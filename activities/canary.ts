@@ -85,12 +85,16 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
 /**
  * Ready replicas and container restarts of the canary's pods, and what keeps one from running (the pods go with a
  * rollback: the verdict that names the problem is what is left of it). The canary Deployment as the watch last
- * delivered it when that copy is current (`in hand`: a gate check, every interval; the watch wakes the rollout when
- * its status changes), or from the API server (`fresh`: right before traffic is routed to the canary).
+ * delivered it when that copy is current and all its replicas are ready (`in hand`: a gate check, every interval; the
+ * watch wakes the rollout when its status changes), or from the API server (`fresh`: right before traffic is routed
+ * to the canary; and whenever the copy in hand says a replica is not ready).
  */
 async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<CanaryHealth> {
   const ref = childRef(input, kinds.deployment, canaryName(named(input)));
-  const d = from === 'fresh' ? await deps.kube.get<ObservedDeployment>(ref) : await read<KubeObject & ObservedDeployment>(deps, ref);
+  const kept = from === 'in hand' ? await read<KubeObject & ObservedDeployment>(deps, ref) : undefined;
+  // A copy in hand is as new as the watch's last delivery, and a watch can lag behind a loaded API server: a copy
+  // that says fewer replicas are ready than wanted is asked again, so no failure is counted on the word of a late watch.
+  const d = kept === null || (kept && (kept.status?.readyReplicas ?? 0) >= (kept.spec?.replicas ?? 0)) ? kept : await deps.kube.get<ObservedDeployment>(ref);
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },

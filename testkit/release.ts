@@ -6,10 +6,13 @@ import { readRouteWeights } from '../render/istio.ts';
 import { appManifest, getApp, getDeployment, getObject, waitForObject, type Json } from './apps.ts';
 import { virtualService } from './canary.ts';
 
-/** An Application on the mesh at registry.example/<name>:1.0, one replica, with quick health gates. */
+/**
+ * An Application on the mesh at registry.example/<name>:1.0, one replica, with quick health gates (a start-up grace of
+ * 5 s: a canary's pod on a loaded machine can take more than the 2 s it was, and was rolled back for it).
+ */
 export const meshApp = (ns: string, name: string): Json => appManifest(ns, name, {
   image: `registry.example/${name}:1.0`, replicas: 1,
-  serviceMesh: { enabled: true, canary: { healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '2s' } } },
+  serviceMesh: { enabled: true, canary: { healthGates: { interval: '1s', failureThreshold: 2, initialDelay: '5s' } } },
 });
 
 export const releaseManifest = (ns: string, name: string, spec: Json): Json => ({ apiVersion: API_VERSION, kind: RELEASE_KIND, metadata: { name, namespace: ns }, spec });

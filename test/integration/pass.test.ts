@@ -1,24 +1,25 @@
 // A reconcile pass, and a rollout's status write, run on their own (no operator, no watcher) against the real API
 // server, for what only a race between controllers or writers produces: a pass woken by the namespace controller
 // deleting children, into a namespace that refuses every create; status writes whose compare-and-swap loses to
-// another write made after the copy in hand.
+// another write made after the copy in hand; a gate check whose watch has not yet delivered the canary's readiness.
 import { MockActivityEnvironment } from '@temporalio/testing';
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { writeCanaryStatus } from '../../activities/canary.ts';
+import { observeCanary, writeCanaryStatus } from '../../activities/canary.ts';
 import { reconcileApplication } from '../../activities/reconcile.ts';
-import type { ReconcileResult } from '../../activities/types.ts';
-import { API_VERSION, FINALIZER, KIND, RolloutPhase } from '../../api/constants.ts';
+import type { CanaryObservation, ReconcileResult } from '../../activities/types.ts';
+import { API_VERSION, FINALIZER, KIND, LABEL_NAME, LABEL_VERSION, RolloutPhase } from '../../api/constants.ts';
 import { KubeError, type KubeObject } from '../../kube/client.ts';
 import { RecentObjects } from '../../kube/recent.ts';
 import { eventually } from '../../lib/poll.ts';
-import { appManifest, getApp, kube, kubeApi, testNamespace } from '../../testkit/apps.ts';
+import { noCanaryRoute } from '../../routing/route.ts';
+import { appManifest, getApp, kube, kubeApi, kubeJson, testNamespace } from '../../testkit/apps.ts';
 
-/** What a process whose watch last showed the Application as `held` has in hand. */
+/** What a process whose watch last showed the object (an Application, a Deployment) as `held` has in hand. */
 function holding(held: KubeObject): RecentObjects {
   const recent = new RecentObjects();
   recent.remember(held);
-  recent.follow((ref) => (ref.kind === KIND && ref.apiVersion === API_VERSION && ref.name === held.metadata.name ? held.metadata.resourceVersion : undefined));
+  recent.follow((ref) => (ref.kind === held.kind && ref.apiVersion === held.apiVersion && ref.name === held.metadata.name ? held.metadata.resourceVersion : undefined));
   return recent;
 }
 
@@ -114,6 +115,33 @@ describe('status writes that lose their compare-and-swap', () => {
       assert.equal(app?.status?.canary?.phase, RolloutPhase.Progressing);
       assert.equal(app?.status?.canary?.weight, 20);
       assert.ok(app?.status?.conditions?.some((c: { type: string }) => c.type === 'CanaryProgressing'), JSON.stringify(app?.status?.conditions));
+    } finally {
+      await ns.cleanup();
+    }
+  });
+});
+
+describe('a gate check on its own', () => {
+  // The copy in hand is as new as the watch's last delivery, and a watch lags behind a loaded API server: a gate check
+  // that took the copy's "0 ready" for the truth counted failures against a canary that was ready (release.test's
+  // canary rolled back by its health gate in a loaded CI run).
+  it('whose copy in hand says the canary is not ready yet asks the API server before it judges', async () => {
+    const ns = await testNamespace('gate-late-watch');
+    try {
+      const labels = { [LABEL_NAME]: 'late', [LABEL_VERSION]: 'v2' };
+      const canary = {
+        apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'late-canary', namespace: ns.name, labels },
+        spec: { replicas: 1, selector: { matchLabels: labels }, template: { metadata: { labels }, spec: { containers: [{ name: 'app', image: 'registry.example/late:2' }] } } },
+      };
+      const created = JSON.parse(await kube(['create', '-o', 'json', '-f', '-'], JSON.stringify(canary))) as KubeObject & { status?: { readyReplicas?: number } };
+      assert.equal(created.status?.readyReplicas, undefined, 'held as first created: no replica ready');
+      await eventually('the canary ready', async () => ((await kubeJson(['-n', ns.name, 'get', 'deployment', 'late-canary'])).status?.readyReplicas === 1 ? true : undefined));
+
+      const recent = holding(created);
+      const seen: CanaryObservation = await new MockActivityEnvironment().run(observeCanary, await depsWith(recent),
+        { namespace: ns.name, name: 'late', version: 'v2', route: noCanaryRoute });
+      assert.equal(seen.health.readyReplicas, 1, `judged on the API server's copy, not the late watch's: ${JSON.stringify(seen.health)}`);
+      assert.equal(seen.health.exists, true);
     } finally {
       await ns.cleanup();
     }
