@@ -94,7 +94,9 @@ async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: st
   const kept = from === 'in hand' ? await read<KubeObject & ObservedDeployment>(deps, ref) : undefined;
   // A copy in hand is as new as the watch's last delivery, and a watch can lag behind a loaded API server: a copy
   // that says fewer replicas are ready than wanted is asked again, so no failure is counted on the word of a late watch.
-  const d = kept === null || (kept && (kept.status?.readyReplicas ?? 0) >= (kept.spec?.replicas ?? 0)) ? kept : await deps.kube.get<ObservedDeployment>(ref);
+  // (null: read() already asked the API server, which has no such Deployment.)
+  const believed = kept === null || (kept !== undefined && (kept.status?.readyReplicas ?? 0) >= (kept.spec?.replicas ?? 0));
+  const d = believed ? kept : await deps.kube.get<ObservedDeployment>(ref);
   if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
   const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
