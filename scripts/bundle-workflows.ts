@@ -6,12 +6,14 @@ import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sharedWorkflowModules } from '../operator/workflow-bundle.ts';
 
 const out = resolve(process.argv[2] ?? 'dist/workflow-bundle.js');
 const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 const quiet = () => undefined;
 const { code } = await bundleWorkflowCode({
   workflowsPath,
+  preloadModules: sharedWorkflowModules(),
   logger: { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) },
 });
 await mkdir(dirname(out), { recursive: true });

@@ -6,6 +6,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeWhole } from '../lib/files.ts';
+import { sharedWorkflowModules } from '../operator/workflow-bundle.ts';
 import { buildAll } from '../stack/build.ts';
 import { down, readStack, status, up, type StackInfo } from '../stack/stack.ts';
 
@@ -74,7 +75,7 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     }
     owned = true;
   }
-  const bundle = await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, logger: quietLogger });
+  const bundle = await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, preloadModules: sharedWorkflowModules(), logger: quietLogger });
   if (opts.signal?.aborted) {
     if (owned) await down(info.stateDir, { purge: true });
     throw new Error('stopped while starting the stack');
