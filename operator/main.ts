@@ -24,7 +24,7 @@ import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
 import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
 import { watchCalls } from './sandbox-calls.ts';
-import { sharedWorkflowModules } from './workflow-bundle.ts';
+import { sharedWorkflowModules, workflowsIndex } from './workflow-bundle.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
 export interface RunningOperator {
@@ -277,7 +277,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       // A prebuilt bundle has no tracing interceptors in it: with tracing on, the workflows are bundled at start with them.
       const workflowSource = cfg.workflowBundle && !tracing
         ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }
-        : { workflowsPath: fileURLToPath(new URL('../workflows/index.ts', import.meta.url)), bundlerOptions: { preloadModules: sharedWorkflowModules(Boolean(tracing)) } };
+        : { workflowsPath: workflowsIndex, bundlerOptions: { preloadModules: sharedWorkflowModules({ tracing: Boolean(tracing) }) } };
       const w = await Worker.create({
         connection, namespace: cfg.temporalNamespace, taskQueue: cfg.taskQueue, activities, ...workflowSource,
         maxConcurrentActivityTaskExecutions: cfg.maxConcurrentActivities,

@@ -1,20 +1,20 @@
 // Which modules of the workflow bundle every workflow in a worker shares, instead of evaluating them again for each
 // one. The worker runs all workflows in one V8 context (Temporal's reusable context); a module is evaluated once per
 // workflow unless the bundle preloads it, and evaluating our workflow code, the SDK's public module and
-// OpenTelemetry's API cost each workflow about 100 KB of heap and 1.3 ms of CPU, again each time it enters the
-// worker's cache (docs/benchmark.md, "Workflow modules evaluated once"). Shared modules are frozen by the SDK and run
-// before any workflow exists, so they keep no state of a workflow at module level (docs/architecture.md, "Workflow
-// code: modules shared by every workflow").
+// OpenTelemetry's API cost each workflow about 112 KB of heap and 1.4 ms of CPU, again each time it entered the
+// worker's cache (13 KB and 0.5 ms shared; docs/benchmark.md, "Workflow modules evaluated once"). Shared modules are
+// frozen by the SDK and run before any workflow exists, so they keep no state of a workflow at module level
+// (docs/architecture.md, "Workflow code: modules shared by every workflow"; test/unit/workflow-bundle.test.ts).
 import { fileURLToPath } from 'node:url';
 
-/** The operator's workflow code: every module of it, through its index. */
-const workflowsIndex = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+/** The operator's workflow code, the module a worker registers its workflows from (every module of it through it). */
+export const workflowsIndex = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
 /**
  * The modules to preload (`preloadModules` of the bundler). With tracing on, OpenTelemetry's API is not shared:
  * Temporal's tracing interceptors register each workflow's tracer provider in its module state, which a shared (and
- * frozen) copy would refuse, and our workflow modules import it; so only the SDK's module is.
+ * frozen) copy would refuse; our workflow modules import it, so none of them is shared either, only the SDK's module.
  */
-export function sharedWorkflowModules(tracing = false): string[] {
-  return tracing ? ['@temporalio/workflow'] : ['@temporalio/workflow', '@opentelemetry/api', workflowsIndex];
+export function sharedWorkflowModules(opts: { tracing?: boolean } = {}): string[] {
+  return opts.tracing ? ['@temporalio/workflow'] : ['@temporalio/workflow', '@opentelemetry/api', workflowsIndex];
 }

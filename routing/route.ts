@@ -42,7 +42,7 @@ export type RouteStep =
   | { kind: 'pause' | 'analysis' | 'wait' | 'check' };
 
 /** No request to the canary: the route before the first step and after a rollback. */
-export const noCanaryRoute: CanaryRoute = { weight: 0 };
+export const noCanaryRoute: Readonly<CanaryRoute> = { weight: 0 };
 
 /** Whether a route sends any request to the canary: by weight, a header route or a mirror. */
 export function reachesCanary(r: CanaryRoute): boolean {

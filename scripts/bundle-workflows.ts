@@ -5,11 +5,9 @@
 import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { sharedWorkflowModules } from '../operator/workflow-bundle.ts';
+import { sharedWorkflowModules, workflowsIndex as workflowsPath } from '../operator/workflow-bundle.ts';
 
 const out = resolve(process.argv[2] ?? 'dist/workflow-bundle.js');
-const workflowsPath = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 const quiet = () => undefined;
 const { code } = await bundleWorkflowCode({
   workflowsPath,

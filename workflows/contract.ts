@@ -48,7 +48,7 @@ export interface LoopOptions {
   maxHistoryEvents: number;
 }
 
-export const defaultLoopOptions: LoopOptions = { progressRecheckSeconds: 30, resyncSeconds: 0, maxHistoryEvents: defaultMaxHistoryEvents };
+export const defaultLoopOptions: Readonly<LoopOptions> = { progressRecheckSeconds: 30, resyncSeconds: 0, maxHistoryEvents: defaultMaxHistoryEvents };
 
 export interface ApplicationWorkflowInput {
   namespace: string;
