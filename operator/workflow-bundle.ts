@@ -5,6 +5,7 @@
 // worker's cache (13 KB and 0.5 ms shared; docs/benchmark.md, "Workflow modules evaluated once"). Shared modules are
 // frozen by the SDK and run before any workflow exists, so they keep no state of a workflow at module level
 // (docs/architecture.md, "Workflow code: modules shared by every workflow"; test/unit/workflow-bundle.test.ts).
+import { bundleWorkflowCode } from '@temporalio/worker';
 import { fileURLToPath } from 'node:url';
 
 /** The operator's workflow code, the module a worker registers its workflows from (every module of it through it). */
@@ -17,4 +18,22 @@ export const workflowsIndex = fileURLToPath(new URL('../workflows/index.ts', imp
  */
 export function sharedWorkflowModules(opts: { tracing?: boolean } = {}): string[] {
   return opts.tracing ? ['@temporalio/workflow'] : ['@temporalio/workflow', '@opentelemetry/api', workflowsIndex];
+}
+
+/** webpack's progress dropped; its warnings and errors printed. */
+const quiet = () => undefined;
+const bundlerLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
+
+/**
+ * The workflow code bundled as a worker loads it (`workflowBundle: { code }`): the operator's, or `workflowsPath`
+ * (a module that re-exports it with more), with the shared modules preloaded unless `preloadModules` says otherwise.
+ */
+export async function bundleWorkflows(opts: { workflowsPath?: string; preloadModules?: string[]; interceptors?: string[] } = {}): Promise<string> {
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: opts.workflowsPath ?? workflowsIndex,
+    preloadModules: opts.preloadModules ?? sharedWorkflowModules(),
+    workflowInterceptorModules: opts.interceptors ?? [],
+    logger: bundlerLogger,
+  });
+  return code;
 }

@@ -2,18 +2,12 @@
 // Bundles the operator's workflow code (workflows/index.ts) into one file, so workers load it with
 // --workflow-bundle / WORKFLOW_BUNDLE_PATH instead of running webpack at every start. The container image runs this
 // at build time. Usage: node scripts/bundle-workflows.ts [out.js]   (default dist/workflow-bundle.js)
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdir, writeFile } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
-import { sharedWorkflowModules, workflowsIndex as workflowsPath } from '../operator/workflow-bundle.ts';
+import { bundleWorkflows, workflowsIndex } from '../operator/workflow-bundle.ts';
 
 const out = resolve(process.argv[2] ?? 'dist/workflow-bundle.js');
-const quiet = () => undefined;
-const { code } = await bundleWorkflowCode({
-  workflowsPath,
-  preloadModules: sharedWorkflowModules(),
-  logger: { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) },
-});
+const code = await bundleWorkflows();
 await mkdir(dirname(out), { recursive: true });
 await writeFile(out, code);
-console.log(`wrote ${out} (${Math.round(code.length / 1024)} KiB) from ${workflowsPath}`);
+console.log(`wrote ${out} (${Math.round(code.length / 1024)} KiB) from ${workflowsIndex}`);

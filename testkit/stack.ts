@@ -1,12 +1,11 @@
 // One local stack for a whole run of tests, the benchmark or the chaos run: a temporary state folder, every server
 // on free ports, the workflow code bundled once, and the environment that points the testkit and operator processes
 // at it. Or an already running stack (STACK_STATE_DIR), which is left running.
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { writeWhole } from '../lib/files.ts';
-import { sharedWorkflowModules } from '../operator/workflow-bundle.ts';
+import { bundleWorkflows } from '../operator/workflow-bundle.ts';
 import { buildAll } from '../stack/build.ts';
 import { down, readStack, status, up, type StackInfo } from '../stack/stack.ts';
 
@@ -75,13 +74,13 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
     }
     owned = true;
   }
-  const bundle = await bundleWorkflowCode({ workflowsPath: opts.workflowsPath, preloadModules: sharedWorkflowModules(), logger: quietLogger });
+  const bundle = await bundleWorkflows({ workflowsPath: opts.workflowsPath });
   if (opts.signal?.aborted) {
     if (owned) await down(info.stateDir, { purge: true });
     throw new Error('stopped while starting the stack');
   }
   const bundlePath = join(info.stateDir, `workflow-bundle-${process.pid}.js`);
-  await writeWhole(bundlePath, bundle.code);
+  await writeWhole(bundlePath, bundle);
   const env = {
     STACK_STATE_DIR: info.stateDir,
     KUBECONFIG: info.kubeconfig,
@@ -103,7 +102,3 @@ export async function startRunStack(opts: RunStackOptions): Promise<RunStack> {
   };
 }
 
-const quietLogger = {
-  log: () => {}, trace: () => {}, debug: () => {}, info: () => {},
-  warn: (m: string) => console.warn(m), error: (m: string) => console.error(m),
-};

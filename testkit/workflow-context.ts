@@ -4,18 +4,14 @@
 // modules shared by every workflow"). The SDK's context installs process-wide hooks (an unhandled-rejection handler,
 // a stack-trace formatter, a promise hook) that it never removes: use it in a process of its own (a test file, the
 // bench script), not inside an operator.
-import { bundleWorkflowCode } from '@temporalio/worker';
 import { ReusableVMWorkflowCreator } from '@temporalio/worker/lib/workflow/reusable-vm.js';
 import type { WorkflowBundleWithSourceMapAndFilename } from '@temporalio/worker/lib/workflow/workflow-worker-thread/input.js';
 import type { WorkflowCreateOptions } from '@temporalio/workflow/lib/interfaces.js';
 import { fileURLToPath } from 'node:url';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { workflowsIndex } from '../operator/workflow-bundle.ts';
+import { bundleWorkflows } from '../operator/workflow-bundle.ts';
 import { applicationWorkflowType } from '../workflows/contract.ts';
-
-const quiet = () => undefined;
-const logger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: quiet, error: quiet };
 
 /** What the operator bundles in when tracing is on: Temporal's OpenTelemetry interceptors (its plugin's) and ours. */
 export const tracingInterceptors = [
@@ -50,7 +46,7 @@ function collect(): void {
 
 /** The bundle as a worker loads it: the code, and the source map the bundler inlined, taken out. */
 async function bundle(preloadModules: string[], interceptors: string[]): Promise<WorkflowBundleWithSourceMapAndFilename> {
-  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsIndex, preloadModules, workflowInterceptorModules: interceptors, logger });
+  const code = await bundleWorkflows({ preloadModules, interceptors });
   const at = code.lastIndexOf('//# sourceMappingURL=data:');
   const sourceMap = JSON.parse(Buffer.from(code.slice(code.indexOf('base64,', at) + 'base64,'.length), 'base64').toString()) as WorkflowBundleWithSourceMapAndFilename['sourceMap'];
   return { code, sourceMap, filename: '/workflow-bundle.js' };
