@@ -324,8 +324,10 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
           const app = await getApp(n, 'routed');
           return app?.status?.canary?.phase === 'Promoted' && (await getObject('traefik.io/v1alpha1', 'TraefikService', n, 'routed-mirror')) === null;
         }, t);
-        const seen = (await api.list<Json>({ apiVersion: 'events.k8s.io/v1', kind: 'Event', namespace: n })).items.some((e) => e.regarding?.name === 'routed' && e.reason === 'CanaryPromoted');
-        if (!seen) throw new Error('no CanaryPromoted Event for routed');
+        // The status write and its Event are two requests of one activity, in that order: the Event may follow the
+        // Promoted phase by a moment (CI once listed the Events in between).
+        await until('a CanaryPromoted Event for routed', async () => (await api.list<Json>({ apiVersion: 'events.k8s.io/v1', kind: 'Event', namespace: n })).items
+          .some((e) => e.regarding?.name === 'routed' && e.reason === 'CanaryPromoted'), 10_000);
       },
       'release': async (t) => {
         await applyAsUser({
