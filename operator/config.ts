@@ -37,6 +37,11 @@ export interface OperatorConfig {
    * Temporal SDK's own deadline instead, a watchdog thread per call.
    */
   stuckWorkflowSeconds: number;
+  /**
+   * Keep a stack trace of every promise workflow code creates, for the `__stack_trace` query (the Temporal UI's
+   * "Stack Trace" tab); off by default, a third of the workflow thread's CPU (operator/sandbox-calls.ts).
+   */
+  workflowStackTraces: boolean;
   progressRecheckSeconds: number;
   releasePollSeconds: number;
   resyncSeconds: number;
@@ -114,6 +119,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--max-concurrent-workflow-tasks <n>', 'workflow tasks at once per worker').env('MAX_CONCURRENT_WORKFLOW_TASKS').argParser(int).default(20))
     .addOption(new Option('--max-cached-workflows <n>', 'workflows kept in memory between tasks (memory bound; evicted ones replay their history)').env('MAX_CACHED_WORKFLOWS').argParser(int).default(200))
     .addOption(new Option('--stuck-workflow-seconds <s>', 'a call into workflow code still running after this long fails /healthz (an endless loop holds the workflow thread); 0: the Temporal SDK\'s own per-call deadline instead, which starts a watchdog thread for every call').env('STUCK_WORKFLOW_SECONDS').argParser(int).default(5))
+    .addOption(new Option('--workflow-stack-traces [bool]', 'keep a stack trace of every promise in workflow code, so that the Temporal UI\'s Stack Trace tab (the __stack_trace query) shows where each workflow waits; costs about a third of the workflow thread\'s CPU').env('WORKFLOW_STACK_TRACES').argParser(bool).default(false))
     .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))
     .addOption(new Option('--release-poll-seconds <s>', 'a running Release looks at its Applications this often besides the watcher\'s signals').env('RELEASE_POLL_SECONDS').argParser(int).default(30))
     .addOption(new Option('--resync-seconds <s>', 're-apply converged apps this often (0: only on events)').env('RESYNC_SECONDS').argParser(int).default(0))
@@ -171,6 +177,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     maxConcurrentWorkflowTasks: opts['maxConcurrentWorkflowTasks'] as number,
     maxCachedWorkflows: (opts['maxCachedWorkflows'] as number | undefined) ?? 200,
     stuckWorkflowSeconds: (opts['stuckWorkflowSeconds'] as number | undefined) ?? 5,
+    workflowStackTraces: opts['workflowStackTraces'] === true,
     progressRecheckSeconds: opts['progressRecheckSeconds'] as number,
     releasePollSeconds: (opts['releasePollSeconds'] as number | undefined) ?? 30,
     resyncSeconds: opts['resyncSeconds'] as number,

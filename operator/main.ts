@@ -23,7 +23,7 @@ import { probeLoop, temporalSignaller } from './fleet.ts';
 import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
 import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
-import { watchCalls } from './sandbox-calls.ts';
+import { skipPromiseStacks, watchCalls } from './sandbox-calls.ts';
 import { sharedWorkflowModules, workflowsIndex } from './workflow-bundle.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
@@ -158,6 +158,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
   const metrics = createMetrics();
   // Set up before the Temporal worker starts its workflow thread, which finds it there (operator/sandbox-calls.ts).
   const calls = cfg.mode !== 'watcher' && cfg.stuckWorkflowSeconds > 0 ? watchCalls(cfg.stuckWorkflowSeconds * 1000) : undefined;
+  const stacks = cfg.mode !== 'watcher' && !cfg.workflowStackTraces ? skipPromiseStacks() : undefined;
   let stuckSaid = false;
   /** A call into workflow code past its deadline, said in the log once per call. */
   const stuck = (): string | undefined => {
@@ -304,6 +305,12 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         started.push({ what: 'the stuck-workflow check', stop: () => Promise.resolve(clearInterval(timer)) });
       }
       if (calls) started.push({ what: 'the watch of calls into workflow code', stop: () => Promise.resolve(calls.close()) });
+      if (stacks && !stacks.skipped) {
+        log.warn('started without operator/sandbox-calls.ts preloaded (node --import, operator/runtime.ts PRELOAD): workflow code keeps a stack trace per promise (expect more CPU than docs/benchmark.md reports)');
+      } else if (stacks) {
+        log.info('workflow promises keep no stack trace each (operator/sandbox-calls.ts): the __stack_trace query says they are off; --workflow-stack-traces keeps them');
+      }
+      if (stacks) started.push({ what: 'the workflow thread\'s promise stacks setting', stop: () => Promise.resolve(stacks.close()) });
       const running = w.run().finally(() => connection.close());
       running.catch((err: unknown) => {
         if (stopping.signal.aborted) return;

@@ -1,4 +1,5 @@
-// Calls into workflow code without a watchdog thread each, and one cheap check of them instead.
+// Calls into workflow code without a watchdog thread each, and one cheap check of them instead; and workflow promises
+// without a stack trace each.
 //
 // The Temporal SDK runs workflow code in a node:vm context on a thread of its own and passes every call into it
 // (three to five per activation) node:vm's `timeout` option: its deadlock detection. Node implements that option by
@@ -13,6 +14,14 @@
 // /healthz (a workflow stuck in an endless loop has the whole thread, as the SDK's own check would have reported
 // it), and the kubelet restarts the process. Without `watchCalls` (another process, `--stuck-workflow-seconds=0`)
 // nothing changes: each call keeps the SDK's own deadline.
+//
+// The SDK also installs a promise hook on that thread which, for every promise workflow code creates, captures a stack
+// trace and maps it through the bundle's source map, so that the `__stack_trace` query (the Temporal UI's "Stack
+// Trace" tab) can say where each workflow waits: a third of the workflow thread's CPU in a wave of creates
+// (docs/benchmark.md, "Workflow promises without a stack each"). On a thread whose process called `skipPromiseStacks`,
+// the hook is not installed; the query then answers that stack traces are not enabled on this worker
+// (`--workflow-stack-traces` keeps them).
+import { createRequire } from 'node:module';
 import { Script } from 'node:vm';
 import { getEnvironmentData, isMainThread, setEnvironmentData } from 'node:worker_threads';
 
@@ -79,7 +88,48 @@ function takeOver(slots: Slots): void {
   slots[1] = 1;
 }
 
+/** The name the flag of `skipPromiseStacks` travels under. */
+const STACKS_KEY = 'application-operator/promise-stacks';
+
+/** What the main thread knows of the workflow thread's promise stacks. */
+export interface PromiseStacks {
+  /** Whether a thread started since skips them (the preload ran there): false means the SDK's hook is installed. */
+  readonly skipped: boolean;
+  /** Threads started from now on install the SDK's hook again. */
+  close(): void;
+}
+
+/**
+ * Workflow threads started after this call keep no stack trace per promise: the Temporal SDK's promise hook is not
+ * installed there. Call it before the Temporal worker is created.
+ */
+export function skipPromiseStacks(): PromiseStacks {
+  const flag = new Int32Array(new SharedArrayBuffer(Int32Array.BYTES_PER_ELEMENT));
+  setEnvironmentData(STACKS_KEY, flag.buffer);
+  return {
+    get skipped() {
+      return Atomics.load(flag, 0) === 1;
+    },
+    close() {
+      setEnvironmentData(STACKS_KEY, undefined);
+    },
+  };
+}
+
+/**
+ * The SDK's handlers of this thread (the module its workflow thread loads) never install their promise hook: the
+ * workflows it creates are told stack traces are off, and their stack-trace query says so.
+ */
+function withoutPromiseStacks(flag: Int32Array): void {
+  const require = createRequire(import.meta.url);
+  const { globalHandlers } = require('@temporalio/worker/lib/workflow/vm-shared.js') as { globalHandlers: { setPromiseHook(): void } };
+  globalHandlers.setPromiseHook = () => undefined;
+  Atomics.store(flag, 0, 1);
+}
+
 if (!isMainThread) {
   const shared = getEnvironmentData(KEY);
   if (shared instanceof SharedArrayBuffer) takeOver(new Float64Array(shared));
+  const stacks = getEnvironmentData(STACKS_KEY);
+  if (stacks instanceof SharedArrayBuffer) withoutPromiseStacks(new Int32Array(stacks));
 }

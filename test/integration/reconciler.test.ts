@@ -97,6 +97,29 @@ describe('reconciler', () => {
     assert.ok(eager >= 1, `started eagerly: ${metrics.split('\n').filter((l) => l.startsWith('application_operator_watch_starts_total')).join('; ')}`);
   });
 
+  // The Temporal SDK captures a stack trace for every promise workflow code creates, for its __stack_trace query (the
+  // Temporal UI's Stack Trace tab): a third of the workflow thread's CPU. The operator runs without it unless asked,
+  // and the query then says so instead of answering with nothing; with --workflow-stack-traces it shows where the
+  // workflow waits (operator/sandbox-calls.ts).
+  it('keeps no stack trace per workflow promise unless --workflow-stack-traces, and the stack-trace query says which', async () => {
+    await apply(appManifest(s.ns, 'stacks', { image: 'nginx:1.25' }));
+    await waitForPhase(s.ns, 'stacks', 'Running');
+    const handle = (await temporalClient()).workflow.getHandle(applicationWorkflowId(s.ns, 'stacks'));
+    await assert.rejects(handle.query('__stack_trace'), /Workflow stack traces are not enabled on this worker/);
+    assert.match(await s.op.logs(), /workflow promises keep no stack trace each/);
+    await s.op.stop();
+    const traced = await startOperator({ namespaces: [s.ns], taskQueue: s.op.taskQueue, logName: 'stack-traces', extraArgs: ['--workflow-stack-traces'] });
+    try {
+      // Answered by the new worker, which replays the history with the hook installed.
+      const stack = await handle.query<string>('__stack_trace');
+      assert.match(stack, /at \w+ \(\S*workflows\/application\.ts:\d+:\d+\)/, `the stack names where the workflow waits, in our source: ${stack}`);
+      assert.doesNotMatch(await traced.logs(), /workflow promises keep no stack trace each/);
+    } finally {
+      await traced.stop();
+      await s.op.restart();
+    }
+  });
+
   it('rolls an image change out to the Deployment', async () => {
     await apply(appManifest(s.ns, 'img', { image: 'nginx:1.25', replicas: 1 }));
     await waitForPhase(s.ns, 'img', 'Running');

@@ -1,4 +1,5 @@
-// Calls into workflow code without a watchdog thread each (operator/sandbox-calls.ts), on real threads: a thread
+// Calls into workflow code without a watchdog thread each, and workflow promises without a stack trace each
+// (operator/sandbox-calls.ts), on real threads: a thread
 // started with the module preloaded, as the Temporal SDK's workflow thread is in the operator, runs a node:vm call
 // that outlasts its `timeout` to the end while the main thread sees it running and stuck; without the watch set up,
 // the same call is cut off at its deadline as before. (A preload runs on a thread started from a file, as the SDK's
@@ -8,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Script, createContext } from 'node:vm';
 import { Worker } from 'node:worker_threads';
 import { test } from 'node:test';
-import { watchCalls } from '../../operator/sandbox-calls.ts';
+import { skipPromiseStacks, watchCalls } from '../../operator/sandbox-calls.ts';
 
 const preload = fileURLToPath(new URL('../../operator/sandbox-calls.ts', import.meta.url));
 
@@ -109,4 +110,29 @@ test('on the main thread the module changes nothing: a call past its timeout is 
   } finally {
     calls.close();
   }
+});
+
+/** Whether the Temporal SDK's promise hook is installed on a thread started now with the module preloaded. */
+async function promiseHookOnThread(): Promise<boolean> {
+  const worker = new Worker(new URL('../fixtures/promise-hook-thread.ts', import.meta.url), { execArgv: ['--import', preload] });
+  try {
+    const m = await new Promise<{ promiseHookInstalled: boolean }>((resolve, reject) => {
+      worker.once('message', resolve);
+      worker.once('error', reject);
+    });
+    return m.promiseHookInstalled;
+  } finally {
+    await worker.terminate();
+  }
+}
+
+test('a thread started after skipPromiseStacks installs no promise hook; one started after close() does', async () => {
+  const stacks = skipPromiseStacks();
+  try {
+    assert.equal(await promiseHookOnThread(), false, 'no stack captured per promise');
+    assert.equal(stacks.skipped, true, 'the main thread knows');
+  } finally {
+    stacks.close();
+  }
+  assert.equal(await promiseHookOnThread(), true, 'the SDK\'s hook, as without the module');
 });
