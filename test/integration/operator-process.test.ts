@@ -144,6 +144,7 @@ describe('the operator process and its signals', () => {
     for (const step of ['stopping the watcher', 'stopping the worker', 'stopping the HTTP server', '"msg":"stopped"']) assert.ok(logs.includes(step), `log says ${step}`);
     // Started as the image starts it (operator/runtime.ts): its workflow thread took the calls into workflow code over.
     assert.match(logs, /calls into workflow code run without a watchdog thread each/);
+    assert.match(logs, /workflow promises keep no stack trace each/);
     assert.doesNotMatch(logs, /started without operator\/sandbox-calls\.ts preloaded/);
   });
 
