@@ -306,7 +306,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       }
       if (calls) started.push({ what: 'the watch of calls into workflow code', stop: () => Promise.resolve(calls.close()) });
       if (stacks && !stacks.skipped) {
-        log.warn('started without operator/sandbox-calls.ts preloaded (node --import, operator/runtime.ts PRELOAD): workflow code keeps a stack trace per promise (expect more CPU than docs/benchmark.md reports)');
+        log.warn('the workflow thread keeps a stack trace per promise of workflow code: operator/sandbox-calls.ts was not preloaded there (node --import, operator/runtime.ts PRELOAD), or this Temporal SDK has no promise hook where it looks (expect more CPU than docs/benchmark.md reports)');
       } else if (stacks) {
         log.info('workflow promises keep no stack trace each (operator/sandbox-calls.ts): the __stack_trace query says they are off; --workflow-stack-traces keeps them');
       }

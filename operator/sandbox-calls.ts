@@ -93,7 +93,7 @@ const STACKS_KEY = 'application-operator/promise-stacks';
 
 /** What the main thread knows of the workflow thread's promise stacks. */
 export interface PromiseStacks {
-  /** Whether a thread started since skips them (the preload ran there): false means the SDK's hook is installed. */
+  /** Whether a thread started since skips them: false means the SDK's hook is installed (no preload, or an SDK laid out otherwise). */
   readonly skipped: boolean;
   /** Threads started from now on install the SDK's hook again. */
   close(): void;
@@ -118,13 +118,19 @@ export function skipPromiseStacks(): PromiseStacks {
 
 /**
  * The SDK's handlers of this thread (the module its workflow thread loads) never install their promise hook: the
- * workflows it creates are told stack traces are off, and their stack-trace query says so.
+ * workflows it creates are told stack traces are off, and their stack-trace query says so. A Temporal SDK laid out
+ * otherwise (no such module or method) is left as it is, and the flag stays down: the main thread says so at start.
  */
 function withoutPromiseStacks(flag: Int32Array): void {
-  const require = createRequire(import.meta.url);
-  const { globalHandlers } = require('@temporalio/worker/lib/workflow/vm-shared.js') as { globalHandlers: { setPromiseHook(): void } };
-  globalHandlers.setPromiseHook = () => undefined;
-  Atomics.store(flag, 0, 1);
+  try {
+    const require = createRequire(import.meta.url);
+    const { globalHandlers } = require('@temporalio/worker/lib/workflow/vm-shared.js') as { globalHandlers?: { setPromiseHook?: unknown } };
+    if (typeof globalHandlers?.setPromiseHook !== 'function') return;
+    globalHandlers.setPromiseHook = () => undefined;
+    Atomics.store(flag, 0, 1);
+  } catch {
+    // not this SDK's layout: its hook stays
+  }
 }
 
 if (!isMainThread) {

@@ -145,6 +145,7 @@ describe('the operator process and its signals', () => {
     // Started as the image starts it (operator/runtime.ts): its workflow thread took the calls into workflow code over.
     assert.match(logs, /calls into workflow code run without a watchdog thread each/);
     assert.match(logs, /workflow promises keep no stack trace each/);
+    assert.doesNotMatch(logs, /keeps a stack trace per promise of workflow code/);
     assert.doesNotMatch(logs, /started without operator\/sandbox-calls\.ts preloaded/);
   });
 
