@@ -88,6 +88,9 @@ function takeOver(slots: Slots): void {
   slots[1] = 1;
 }
 
+/** The Temporal SDK's module that holds the workflow thread's global handlers (its promise hook among them). */
+export const SDK_HANDLERS_MODULE = '@temporalio/worker/lib/workflow/vm-shared.js';
+
 /** The name the flag of `skipPromiseStacks` travels under. */
 const STACKS_KEY = 'application-operator/promise-stacks';
 
@@ -124,7 +127,7 @@ export function skipPromiseStacks(): PromiseStacks {
 function withoutPromiseStacks(flag: Int32Array): void {
   try {
     const require = createRequire(import.meta.url);
-    const { globalHandlers } = require('@temporalio/worker/lib/workflow/vm-shared.js') as { globalHandlers?: { setPromiseHook?: unknown } };
+    const { globalHandlers } = require(SDK_HANDLERS_MODULE) as { globalHandlers?: { setPromiseHook?: unknown } };
     if (typeof globalHandlers?.setPromiseHook !== 'function') return;
     globalHandlers.setPromiseHook = () => undefined;
     Atomics.store(flag, 0, 1);
