@@ -24,7 +24,7 @@ import { startTracing, tracingConfig } from './tracing.ts';
 import { freePort } from '../lib/net.ts';
 import { runtimeEnv, runtimeTuned, tuneHeap } from './runtime.ts';
 import { skipPromiseStacks, watchCalls } from './sandbox-calls.ts';
-import { sharedWorkflowModules, workflowsIndex } from './workflow-bundle.ts';
+import { bundleWorkflows, sharedWorkflowModules, workflowsIndex } from './workflow-bundle.ts';
 
 /** A running operator: watcher and/or worker, and its HTTP endpoints. */
 export interface RunningOperator {
@@ -275,10 +275,11 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
         ...(cfg.prometheusAddress ? { prometheusAddress: cfg.prometheusAddress } : {}),
         ...(cfg.notifyDefault ? { notifyDefault: cfg.notifyDefault } : {}),
       });
-      // A prebuilt bundle has no tracing interceptors in it: with tracing on, the workflows are bundled at start with them.
-      const workflowSource = cfg.workflowBundle && !tracing
-        ? { workflowBundle: { code: await readFile(cfg.workflowBundle, 'utf8') } }
-        : { workflowsPath: workflowsIndex, bundlerOptions: { preloadModules: sharedWorkflowModules({ tracing: Boolean(tracing) }) } };
+      // A prebuilt bundle has no tracing interceptors in it: with tracing on, the SDK bundles the workflows at start with
+      // them (its plugin adds them); without, we bundle at start as the image's build does (operator/workflow-bundle.ts).
+      const workflowSource = tracing
+        ? { workflowsPath: workflowsIndex, bundlerOptions: { preloadModules: sharedWorkflowModules({ tracing: true }) } }
+        : { workflowBundle: { code: cfg.workflowBundle ? await readFile(cfg.workflowBundle, 'utf8') : await bundleWorkflows() } };
       const w = await Worker.create({
         connection, namespace: cfg.temporalNamespace, taskQueue: cfg.taskQueue, activities, ...workflowSource,
         maxConcurrentActivityTaskExecutions: cfg.maxConcurrentActivities,

@@ -24,9 +24,39 @@ export function sharedWorkflowModules(opts: { tracing?: boolean } = {}): string[
 const quiet = () => undefined;
 const bundlerLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
 
+export interface InlineSourceMap {
+  version: number;
+  sources: string[];
+  names: string[];
+  mappings: string;
+  sourcesContent?: (string | null)[];
+}
+
+/** The source map webpack inlined at the end of a bundle (the Temporal worker requires one there), and where its data starts. */
+export function inlineSourceMap(code: string): { data: number; sourceMap: InlineSourceMap } {
+  const comment = code.lastIndexOf('//# sourceMappingURL=data:');
+  const base64 = comment < 0 ? -1 : code.indexOf('base64,', comment);
+  if (base64 < 0) throw new Error('the workflow bundle has no inline source map');
+  const data = base64 + 'base64,'.length;
+  return { data, sourceMap: JSON.parse(Buffer.from(code.slice(data).trimEnd(), 'base64').toString()) as InlineSourceMap };
+}
+
+/**
+ * The bundle with its source map's copy of every source file (`sourcesContent`) left out: two fifths of the bundle,
+ * kept as text on both of the worker's threads and parsed there (about 15 MB of the operator's memory when ready;
+ * docs/benchmark.md, "The bundle's copy of its sources"). The mappings and the sources' paths stay, so workflow
+ * errors' stacks still name the TypeScript file and line; a debugger reads the sources from those paths.
+ */
+export function withoutSourcesContent(code: string): string {
+  const { data, sourceMap } = inlineSourceMap(code);
+  const { sourcesContent: _dropped, ...rest } = sourceMap;
+  return `${code.slice(0, data)}${Buffer.from(JSON.stringify(rest)).toString('base64')}\n`;
+}
+
 /**
  * The workflow code bundled as a worker loads it (`workflowBundle: { code }`): the operator's, or `workflowsPath`
- * (a module that re-exports it with more), with the shared modules preloaded unless `preloadModules` says otherwise.
+ * (a module that re-exports it with more), with the shared modules preloaded unless `preloadModules` says otherwise,
+ * and without the sources' text in its source map (`withoutSourcesContent`).
  */
 export async function bundleWorkflows(opts: { workflowsPath?: string; preloadModules?: string[]; interceptors?: string[] } = {}): Promise<string> {
   const { code } = await bundleWorkflowCode({
@@ -35,5 +65,5 @@ export async function bundleWorkflows(opts: { workflowsPath?: string; preloadMod
     workflowInterceptorModules: opts.interceptors ?? [],
     logger: bundlerLogger,
   });
-  return code;
+  return withoutSourcesContent(code);
 }

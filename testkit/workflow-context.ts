@@ -10,7 +10,7 @@ import type { WorkflowCreateOptions } from '@temporalio/workflow/lib/interfaces.
 import { fileURLToPath } from 'node:url';
 import { runInNewContext } from 'node:vm';
 import { setFlagsFromString } from 'node:v8';
-import { bundleWorkflows } from '../operator/workflow-bundle.ts';
+import { bundleWorkflows, inlineSourceMap } from '../operator/workflow-bundle.ts';
 import { applicationWorkflowType } from '../workflows/contract.ts';
 
 /** What the operator bundles in when tracing is on: Temporal's OpenTelemetry interceptors (its plugin's) and ours. */
@@ -47,9 +47,8 @@ function collect(): void {
 /** The bundle as a worker loads it: the code, and the source map the bundler inlined, taken out. */
 async function bundle(preloadModules: string[], interceptors: string[]): Promise<WorkflowBundleWithSourceMapAndFilename> {
   const code = await bundleWorkflows({ preloadModules, interceptors });
-  const at = code.lastIndexOf('//# sourceMappingURL=data:');
-  const sourceMap = JSON.parse(Buffer.from(code.slice(code.indexOf('base64,', at) + 'base64,'.length), 'base64').toString()) as WorkflowBundleWithSourceMapAndFilename['sourceMap'];
-  return { code, sourceMap, filename: '/workflow-bundle.js' };
+  const { sourceMap } = inlineSourceMap(code);
+  return { code, sourceMap: sourceMap as WorkflowBundleWithSourceMapAndFilename['sourceMap'], filename: '/workflow-bundle.js' };
 }
 
 /** What the worker gives a new Application workflow (only what creating it reads; the rest of WorkflowInfo unset). */

@@ -7,9 +7,12 @@ import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
-import { sharedWorkflowModules } from '../../operator/workflow-bundle.ts';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { bundleWorkflows, inlineSourceMap, sharedWorkflowModules, withoutSourcesContent, workflowsIndex } from '../../operator/workflow-bundle.ts';
 import { tracingInterceptors, workflowsInOneContext } from '../../testkit/workflow-context.ts';
 
+const quiet = () => undefined;
+const quietLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: quiet, error: quiet };
 const root = fileURLToPath(new URL('../../', import.meta.url));
 /** A module of this repository (a bundle's module id is its path from the repository's root). */
 const ours = (id: string) => id.startsWith('./') && !id.startsWith('./node_modules/') && id.endsWith('.ts');
@@ -73,4 +76,20 @@ test('with tracing on, OpenTelemetry\'s API stays per workflow: its interceptors
   for (const modules of traced.modules) assert.ok(modules.some((m) => m.includes('@opentelemetry/api/')));
   // Shared, the API's objects are frozen (by the SDK) and a workflow's interceptors cannot set its state up.
   await assert.rejects(workflowsInOneContext(sharedWorkflowModules(), { interceptors: tracingInterceptors }), /not extensible|read only/);
+});
+
+test('the bundle leaves its sources\' text out of its source map and keeps what maps a stack to them', async () => {
+  const { code: full } = await bundleWorkflowCode({ workflowsPath: workflowsIndex, preloadModules: sharedWorkflowModules(), logger: quietLogger });
+  const before = inlineSourceMap(full);
+  assert.ok(before.sourceMap.sourcesContent?.some((text) => text?.includes('class ApplicationEntity')), 'webpack inlines the sources');
+  const lean = withoutSourcesContent(full);
+  const after = inlineSourceMap(lean);
+  assert.equal(after.sourceMap.sourcesContent, undefined);
+  const { sourcesContent: _text, ...kept } = before.sourceMap;
+  assert.deepEqual(after.sourceMap, kept, 'mappings, sources and names unchanged');
+  assert.equal(lean.slice(0, after.data), full.slice(0, before.data), 'the code unchanged');
+  assert.ok(lean.length < full.length * 0.7, `${lean.length} of ${full.length} characters`);
+  // What the operator's workers load is the lean one (bundleWorkflows, used by the image's build and at start).
+  assert.equal(inlineSourceMap(await bundleWorkflows()).sourceMap.sourcesContent, undefined);
+  assert.throws(() => inlineSourceMap('export {};'), /no inline source map/);
 });
