@@ -24,6 +24,7 @@ export function sharedWorkflowModules(opts: { tracing?: boolean } = {}): string[
 const quiet = () => undefined;
 const bundlerLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
 
+/** The fields of a source map (version 3) that this module reads or keeps. */
 export interface InlineSourceMap {
   version: number;
   sources: string[];
