@@ -53,6 +53,8 @@ export interface OperatorOptions {
   flags?: string[];
   extraArgs?: string[];
   extraEnv?: Record<string, string>;
+  /** Bundle the workflow code at start, as an operator given no --workflow-bundle does (default: the run's prebuilt bundle). */
+  bundleAtStart?: boolean;
   /** Arguments for node itself before the program (e.g. --import of a probe). */
   nodeArgs?: string[];
   /** Talk to this Temporal frontend instead of the run's (e.g. a dev server of the test's own with its UI on). */
@@ -82,7 +84,8 @@ export async function startOperator(opts: OperatorOptions): Promise<OperatorProc
   const log = createWriteStream(logFile, { flags: 'a' });
   const args = [
     `--kubeconfig=${opts.kubeconfig ?? env.kubeconfigPath}`, `--temporal-address=${opts.temporalAddress ?? env.temporalAddress}`, `--temporal-namespace=${opts.temporalNamespace ?? env.temporalNamespace}`,
-    `--task-queue=${taskQueue}`, `--namespaces=${opts.namespaces.join(',')}`, `--workflow-bundle=${env.workflowBundlePath}`,
+    `--task-queue=${taskQueue}`, `--namespaces=${opts.namespaces.join(',')}`,
+    ...(opts.bundleAtStart ? [] : [`--workflow-bundle=${env.workflowBundlePath}`]),
     // A member cluster's operator runs in a Temporal namespace of its own, whose search attributes it registers.
     '--metrics-addr', `--mode=${opts.mode ?? 'all'}`, ...(opts.temporalNamespace ? [] : ['--no-register-search-attributes']),
     ...(opts.flags ?? testFlags), ...(opts.extraArgs ?? []),
