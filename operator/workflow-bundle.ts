@@ -22,7 +22,7 @@ export function sharedWorkflowModules(opts: { tracing?: boolean } = {}): string[
 
 /** webpack's progress dropped; its warnings and errors printed. */
 const quiet = () => undefined;
-const bundlerLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
+export const bundlerLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: (m: string) => console.warn(m), error: (m: string) => console.error(m) };
 
 /** The fields of a source map (version 3) that this module reads or keeps. */
 export interface InlineSourceMap {

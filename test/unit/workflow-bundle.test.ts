@@ -8,11 +8,9 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { bundleWorkflows, inlineSourceMap, sharedWorkflowModules, withoutSourcesContent, workflowsIndex } from '../../operator/workflow-bundle.ts';
+import { bundleWorkflows, bundlerLogger, inlineSourceMap, sharedWorkflowModules, withoutSourcesContent, workflowsIndex } from '../../operator/workflow-bundle.ts';
 import { tracingInterceptors, workflowsInOneContext } from '../../testkit/workflow-context.ts';
 
-const quiet = () => undefined;
-const quietLogger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: quiet, error: quiet };
 const root = fileURLToPath(new URL('../../', import.meta.url));
 /** A module of this repository (a bundle's module id is its path from the repository's root). */
 const ours = (id: string) => id.startsWith('./') && !id.startsWith('./node_modules/') && id.endsWith('.ts');
@@ -79,7 +77,7 @@ test('with tracing on, OpenTelemetry\'s API stays per workflow: its interceptors
 });
 
 test('the bundle leaves its sources\' text out of its source map and keeps what maps a stack to them', async () => {
-  const { code: full } = await bundleWorkflowCode({ workflowsPath: workflowsIndex, preloadModules: sharedWorkflowModules(), logger: quietLogger });
+  const { code: full } = await bundleWorkflowCode({ workflowsPath: workflowsIndex, preloadModules: sharedWorkflowModules(), logger: bundlerLogger });
   const before = inlineSourceMap(full);
   assert.ok(before.sourceMap.sourcesContent?.some((text) => text?.includes('class ApplicationEntity')), 'webpack inlines the sources');
   const lean = withoutSourcesContent(full);
