@@ -4,6 +4,7 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type Wor
 import proto from '@temporalio/proto';
 import { hostname, userInfo } from 'node:os';
 import { Kube } from '../kube/client.ts';
+import { formatDuration } from '../lib/duration.ts';
 import { defaultNamespaceOf, loadKubeconfig } from '../kube/config.ts';
 import {
   applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId, stateQuery,
@@ -264,7 +265,10 @@ export function formatRollout(r: RolloutState, now = Date.now()): string {
     `  step ${Math.min(r.step + 1, r.totalSteps)}/${r.totalSteps}, weight ${r.weight}%`,
     `  ${r.message}`,
   ];
-  if (r.pauseEndsAt) lines.push(`  pause ends in ${Math.max(0, Math.ceil((Date.parse(r.pauseEndsAt) - now) / 1000))} s (${r.pauseEndsAt})`);
+  if (r.pauseEndsAt) {
+    const left = Math.max(0, Math.ceil((Date.parse(r.pauseEndsAt) - now) / 1000)) * 1000;
+    lines.push(`  pause ends in ${left === 0 ? '0 s' : formatDuration(left)} (${r.pauseEndsAt})`);
+  }
   if (r.pausedByUser) lines.push('  paused by request: resume or promote to continue');
   const gate = r.gates.at(-1);
   if (gate) {

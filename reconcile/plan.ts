@@ -4,6 +4,7 @@ import type { Check } from '../api/application.ts';
 import type { PlanNotification } from './notify.ts';
 import { DEFAULT_DRAIN_SECONDS, type RolloutRouterName, type StrategyName } from '../api/constants.ts';
 import type { HeaderMatch } from '../routing/route.ts';
+import { formatDuration } from '../lib/duration.ts';
 import { fingerprint } from '../lib/json.ts';
 
 /**
@@ -137,17 +138,13 @@ export function describeStep(step: PlanStep | undefined, index: number, total: n
   if (!step) return `all ${total} steps done`;
   const at = `step ${index + 1}/${total}`;
   if (step.kind === 'weight') return step.label ? `${at}: ${step.label}` : `${at}: set canary weight to ${step.weight}%`;
-  if (step.kind === 'analysis' || step.kind === 'wait') return `${at}: ${step.label} for ${formatMs(step.ms)}`;
+  if (step.kind === 'analysis' || step.kind === 'wait') return `${at}: ${step.label} for ${formatDuration(step.ms)}`;
   if (step.kind === 'check') return `${at}: ${step.phase ? `${step.phase} ` : ''}check ${step.check}`;
   if (step.kind === 'header') return step.match.length ? `${at}: route requests matching ${describeMatch(step.match)} to the canary` : `${at}: remove the header route`;
   if (step.kind === 'mirror') return step.percent ? `${at}: mirror ${step.percent}% of requests to the canary` : `${at}: stop mirroring`;
-  if (step.approval) return step.ms === null ? `${at}: ${step.approval}: waiting for a promote` : `${at}: ${step.approval} in ${formatMs(step.ms)} (or at a promote)`;
+  if (step.approval) return step.ms === null ? `${at}: ${step.approval}: waiting for a promote` : `${at}: ${step.approval} in ${formatDuration(step.ms)} (or at a promote)`;
   if (step.ms === null) return `${at}: pause until promoted`;
-  return `${at}: pause for ${formatMs(step.ms)}`;
-}
-
-function formatMs(ms: number): string {
-  return ms < 1000 ? `${ms} ms` : `${Math.round(ms / 1000)} s`;
+  return `${at}: pause for ${formatDuration(step.ms)}`;
 }
 
 /** The conditions of a header route in words. */

@@ -159,7 +159,7 @@ describe('the Temporal UI in a real browser, with payloads encrypted and read th
     await look('rollout-metadata', rolloutWorkflowId(ns.name, 'canary'), 'user-metadata', [
       `Canary v2 of ${ns.name}/canary`,
       'image nginx:v2; 2 steps; promote, abort, pause, resume as updates or signals',
-      /Canary v2 \(nginx:v2\) — Paused/, /step 2\D2, canary weight 20%/, 'pause for 600 s',
+      /Canary v2 \(nginx:v2\) — Paused/, /step 2\D2, canary weight 20%/, 'pause for 10m',
       // The same moment the Application's status.canary gives: the time left is until then.
       `pause ends at ${pauseEndsAt}`,
       'create canary v2 (nginx:v2) at 0%', 'set canary weight 20%', /gate check at 20%/, /status: Paused at step 2\/2, 20%/,

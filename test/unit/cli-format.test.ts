@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { ago, failingActivities, formatFailing } from '../../client/control.ts';
+import { ago, failingActivities, formatFailing, formatRollout } from '../../client/control.ts';
+import type { RolloutState } from '../../workflows/contract.ts';
 
 const now = Date.parse('2026-12-01T12:00:00Z');
 
@@ -28,4 +29,23 @@ describe('what keeps failing now', () => {
   test("a rollout's activity is named as such", () => {
     assert.equal(formatFailing({ workflow: 'rollout', activity: 'checkCanary', attempt: 2, error: 'timed out' }, now), "  failing now: the rollout's activity checkCanary (attempt 2): timed out");
   });
+});
+
+describe('the time left in a timed pause', () => {
+  const rollout = (pauseEndsAt: string): RolloutState => ({
+    namespace: 'default', name: 'web', key: 'v2|nginx:v2', phase: 'Paused', step: 1, totalSteps: 2, weight: 10,
+    message: 'step 2/2: pause for 72h', startedAt: '2026-12-01T11:00:00Z', pauseEndsAt, pausedByUser: false,
+    deadlineAt: '2026-12-01T13:00:00Z', gates: [], consecutiveFailures: 0,
+  });
+  const cases: [string, string][] = [
+    ['2026-12-01T12:00:12.300Z', '13 s'],
+    ['2026-12-01T12:10:00Z', '10m'],
+    ['2026-12-04T12:00:00Z', '72h'],
+    ['2026-12-01T11:00:00Z', '0 s'],
+  ];
+  for (const [end, left] of cases) {
+    test(`a pause ending at ${end} ends in ${left}`, () => {
+      assert.ok(formatRollout(rollout(end), now).includes(`\n  pause ends in ${left} (${end})\n`), formatRollout(rollout(end), now));
+    });
+  }
 });

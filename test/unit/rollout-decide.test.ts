@@ -121,10 +121,15 @@ describe('isTerminal', () => {
 describe('describeStep', () => {
   const cases: { step: PlanStep | undefined; index: number; total: number; text: string }[] = [
     { step: weight(25), index: 0, total: 4, text: 'step 1/4: set canary weight to 25%' },
-    { step: pause(90_000), index: 1, total: 4, text: 'step 2/4: pause for 90 s' },
+    { step: pause(90_000), index: 1, total: 4, text: 'step 2/4: pause for 1m30s' },
     { step: pause(1_499), index: 2, total: 4, text: 'step 3/4: pause for 1 s' },
     { step: pause(0), index: 2, total: 4, text: 'step 3/4: pause for 0 ms' },
     { step: pause(400), index: 2, total: 4, text: 'step 3/4: pause for 400 ms' },
+    { step: pause(600_000), index: 1, total: 4, text: 'step 2/4: pause for 10m' },
+    { step: pause(3 * 86_400_000), index: 1, total: 4, text: 'step 2/4: pause for 72h' },
+    { step: pause(3_661_000), index: 1, total: 4, text: 'step 2/4: pause for 1h1m1s' },
+    { step: pause(59_600), index: 1, total: 4, text: 'step 2/4: pause for 1m' },
+    { step: pause(2_562_047 * 3_600_000), index: 1, total: 4, text: 'step 2/4: pause for 2562047h' },
     { step: pause(null), index: 3, total: 4, text: 'step 4/4: pause until promoted' },
     { step: undefined, index: 4, total: 4, text: 'all 4 steps done' },
   ];

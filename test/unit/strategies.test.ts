@@ -53,7 +53,7 @@ describe('blue-green as a plan', () => {
   test('steps read as what they do', () => {
     const steps = rolloutPlan(blueGreen({ autoPromotionSeconds: 90 }))!.steps;
     assert.deepEqual(steps.map((s, i) => describeStep(s, i, steps.length)), [
-      'step 1/3: switch all traffic to v2 in 90 s (or at a promote)',
+      'step 1/3: switch all traffic to v2 in 1m30s (or at a promote)',
       'step 2/3: switch all traffic to v2',
       'step 3/3: keep the old version for a switch-back for 30 s',
     ]);

@@ -56,7 +56,7 @@ const states: Record<string, () => Promise<RolloutRun>> = {
 type Want = 'accepted' | RegExp;
 const table: Record<string, Record<ControlAction, Want>> = {
   'waiting for a ready replica': { promote: 'accepted', abort: 'accepted', pause: 'accepted', resume: /the rollout is not paused/ },
-  'in a timed pause': { promote: 'accepted', abort: 'accepted', pause: 'accepted', resume: /not paused by request: it waits at step 2\/3: pause for 120 s; promote to go on/ },
+  'in a timed pause': { promote: 'accepted', abort: 'accepted', pause: 'accepted', resume: /not paused by request: it waits at step 2\/3: pause for 2m; promote to go on/ },
   'at an approval': { promote: 'accepted', abort: 'accepted', pause: 'accepted', resume: /not paused by request: it waits at step 2\/3: pause until promoted; promote to go on/ },
   'paused by request at an approval': { promote: 'accepted', abort: 'accepted', pause: /already paused \(by pia\)/, resume: 'accepted' },
   'held by an inconclusive analysis': { promote: 'accepted', abort: 'accepted', pause: 'accepted', resume: 'accepted' },
