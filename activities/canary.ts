@@ -1,6 +1,7 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import { parseApplication, rolloutRouterOf, type Application } from '../api/application.ts';
-import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal } from '../api/constants.ts';
+import type { V1Deployment } from '@kubernetes/client-node';
+import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal, type RolloutRouterName } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
@@ -9,11 +10,14 @@ import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, ty
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import { routerFor } from './routers/router.ts';
-import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
+import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, ObserveInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
 import { orForget, read, retryOnConflict } from './objects.ts';
+
+/** The canary Deployment as a gate check reads it: its status, and what the rollout applied (size, images). */
+type CanaryDeploymentOf = ObservedDeployment & { spec?: { replicas?: number; template?: { spec?: { containers?: { name: string; image?: string }[] } } } };
 
 const appRef = (c: CanaryRef): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace: c.namespace, name: c.name });
 const named = (c: CanaryRef) => ({ metadata: { name: c.name } });
@@ -73,13 +77,32 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
  * really route (compared with what the rollout last set: a hand edit shows here), and whether what the canary is
  * routed to still exists. An Application that no longer parses is judged on its pods alone.
  */
-export async function observeCanary(deps: ActivityDeps, input: RouteInput): Promise<CanaryObservation> {
-  const [health, raw] = await Promise.all([canaryHealth(deps, input, 'in hand'), read(deps, appRef(input))]);
+export async function observeCanary(deps: ActivityDeps, input: ObserveInput): Promise<CanaryObservation> {
+  const [{ health, deployment }, raw] = await Promise.all([canaryHealth(deps, input, 'in hand'), read(deps, appRef(input))]);
   const parsed = raw ? parseApplication(raw) : null;
   if (!parsed?.ok) return { health, routed: null, asIntended: true, target: true };
   const app = withVersion(parsed.app, input.version);
   const seen = await routerFor(app, input.router).observe(deps, app, input.route);
-  return { health, ...seen };
+  const drift = deployment ? canaryDrift(deployment, renderCanaryDeployment(input.image ? withCanary(app, { canaryVersion: input.version, image: input.image }) : app), input.router) : undefined;
+  return { health, ...seen, ...(drift ? { drift } : {}) };
+}
+
+/**
+ * What a hand edit changed of what the rollout applies to the canary Deployment (`kubectl scale`, `kubectl set
+ * image`), in words; undefined when nothing did. A canary scaled to nothing would fail its gates and be rolled back
+ * for an edit, and one running another image would be judged in place of the one a promote rolls out. The replicas
+ * router sizes the canary with the weight itself (its routes read back say so), so its size is not judged here.
+ */
+export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): string | undefined {
+  const replicas = d.spec?.replicas ?? 1;
+  const wanted = want.spec?.replicas ?? 1;
+  if (router !== 'replicas' && replicas !== wanted) return `the canary Deployment has ${replicas} replicas, not the rollout's ${wanted}`;
+  const running = new Map((d.spec?.template?.spec?.containers ?? []).map((c) => [c.name, c.image]));
+  for (const c of want.spec?.template.spec?.containers ?? []) {
+    const image = running.get(c.name);
+    if (image !== c.image) return `the canary Deployment's container ${c.name} runs ${image ?? 'nothing'}, not the rollout's ${c.image ?? 'nothing'}`;
+  }
+  return undefined;
 }
 
 /**
@@ -89,25 +112,26 @@ export async function observeCanary(deps: ActivityDeps, input: RouteInput): Prom
  * watch wakes the rollout when its status changes), or from the API server (`fresh`: right before traffic is routed
  * to the canary; and whenever the copy in hand says a replica is not ready).
  */
-async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<CanaryHealth> {
+async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<{ health: CanaryHealth; deployment: CanaryDeploymentOf | null }> {
   const ref = childRef(input, kinds.deployment, canaryName(named(input)));
-  const kept = from === 'in hand' ? await read<KubeObject & ObservedDeployment>(deps, ref) : undefined;
+  const kept = from === 'in hand' ? await read<KubeObject & CanaryDeploymentOf>(deps, ref) : undefined;
   // A copy in hand is as new as the watch's last delivery, and a watch can lag behind a loaded API server: a copy
   // that says fewer replicas are ready than wanted is asked again, so no failure is counted on the word of a late watch.
   // (null: read() already asked the API server, which has no such Deployment.)
   const believed = kept === null || (kept !== undefined && (kept.status?.readyReplicas ?? 0) >= (kept.spec?.replicas ?? 0));
-  const d = believed ? kept : await deps.kube.get<ObservedDeployment>(ref);
-  if (!d) return { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 };
+  const d = believed ? kept : await deps.kube.get<CanaryDeploymentOf>(ref);
+  if (!d) return { health: { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 }, deployment: null };
   const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
     `${LABEL_NAME}=${input.name},${LABEL_VERSION}=${input.version}`,
   );
   const restarts = pods.items.reduce((n, p) => n + (p.status?.containerStatuses ?? []).reduce((m, c) => m + (c.restartCount ?? 0), 0), 0);
   const issue = podIssue(pods.items);
-  return {
+  const health = {
     exists: true, readyReplicas: d.status?.readyReplicas ?? 0, desiredReplicas: d.spec?.replicas ?? 0, restarts,
     ...(issue ? { issue: { reason: issue.reason, message: issue.message } } : {}),
   };
+  return { health, deployment: d };
 }
 
 /**
@@ -119,7 +143,7 @@ export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Pro
   const { route } = input;
   if (reachesCanary(route)) {
     // Read from the API server: no request goes to a canary on the word of a copy a watch may not have updated yet.
-    const health = await canaryHealth(deps, input, 'fresh');
+    const { health } = await canaryHealth(deps, input, 'fresh');
     if (!sameRoute(routable(route, health.readyReplicas), route)) {
       throw ApplicationFailure.nonRetryable(`refusing to route to a canary with 0 ready replicas (${describeRoute(route)})`, FailureType.CanaryNotReady);
     }

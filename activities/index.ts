@@ -1,5 +1,5 @@
 import type {
-  CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput,
+  CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, ObserveInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput,
   StartJobCheckInput, ReleaseClaimsInput, StopCanaryInput, RevertApplicationInput, ObserveApplicationsInput, FinalizeReleaseInput, SignalCanaryInput,
 } from './types.ts';
 import {
@@ -21,7 +21,7 @@ export function createActivities(deps: ActivityDeps) {
     reconcileApplication: (input: ReconcileInput) => reconcileApplication(deps, input),
     finalizeApplication: (input: FinalizeInput) => finalizeApplication(deps, input),
     prepareCanary: (input: PlanInput) => prepareCanary(deps, input),
-    observeCanary: (input: RouteInput) => observeCanary(deps, input),
+    observeCanary: (input: ObserveInput) => observeCanary(deps, input),
     queryMetrics: (input: MetricsInput) => queryMetrics(deps, input),
     runHttpCheck: (input: HttpCheckInput) => runHttpCheck(deps, input),
     startJobCheck: (input: StartJobCheckInput) => startJobCheck(deps, input),

@@ -101,6 +101,11 @@ export interface RouteInput extends CanaryRef, RouterRef {
   traceId?: string;
 }
 
+/** observeCanary: also the rollout's image, to tell a canary running another (absent in older rollouts: the spec's). */
+export interface ObserveInput extends RouteInput {
+  image?: string;
+}
+
 /** removeCanary: the rollout's router and version (absent in rollouts started before they were passed: today's spec's). */
 export interface RemoveCanaryInput extends CanaryRef, RouterRef {
   version?: string;
@@ -152,6 +157,8 @@ export interface CanaryObservation {
   asIntended: boolean;
   /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
   target: boolean;
+  /** What a hand edit changed of the canary Deployment the rollout applied (its size, its image), in words. */
+  drift?: string;
 }
 
 export type { CheckContext } from '../reconcile/checks.ts';

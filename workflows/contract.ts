@@ -162,9 +162,11 @@ export interface RolloutInput {
  * upgrade records none, and every replay of that history then takes the old way too. 1: a step whose gate already
  * passes moves traffic without writing "waiting for ready canary replicas" first; a clean gate check writes the
  * steady message again only when status last said something else (a promote waiting for the stable Deployment
- * rewrote its Promoting status at every gate check).
+ * rewrote its Promoting status at every gate check). 2: a gate check that finds the canary Deployment resized or
+ * running another image than the rollout's (`kubectl scale`, `kubectl set image`) moves all traffic to stable and
+ * puts the canary back, as it does a deleted one, instead of judging it as it runs.
  */
-export const rolloutPatchLevel = 1;
+export const rolloutPatchLevel = 2;
 
 /** Where a rollout's story is, so a new run takes it up exactly there. */
 export type RolloutPosition =

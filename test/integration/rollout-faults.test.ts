@@ -48,6 +48,31 @@ describe('rollouts under hand edits and slow or broken pods', () => {
     await waitForObject('status says 30%', () => getApp(s.ns, 'gone'), (a) => a?.status?.canary?.weight === 30 && a.status.canary.phase === 'Paused', 10_000);
   });
 
+  it('a canary scaled to 0 or re-imaged by hand is put back, not rolled back, and gets no traffic meanwhile', async () => {
+    await applyAsUser(meshApp(s.ns, 'drift', { canaryVersion: 'v2', weight: 30, healthGates: slowGates }));
+    await waitCanaryPhase(s.ns, 'drift', 'Paused');
+    await waitWeights(s.ns, 'drift', 30);
+    const notRolledBack = async () => {
+      const canary = (await getApp(s.ns, 'drift'))?.status?.canary;
+      assert.ok(canary?.phase === 'Paused' || canary?.phase === 'Progressing', `rolled back for a hand edit: ${canary?.phase}: ${canary?.message}`);
+    };
+    for (const edit of [['scale', 'deployment', 'drift-canary', '--replicas=0'], ['set', 'image', 'deployment/drift-canary', 'app=evil:1']]) {
+      await kube(['-n', s.ns, ...edit]);
+      // The watch wakes the rollout at the edit, well before the next scheduled gate check (30 s).
+      await eventually(`traffic off the canary after kubectl ${edit[0]}`, async () => (readRouteWeights(await virtualService(s.ns, 'drift'))?.canary === 0 ? true : undefined), { timeoutMs: 15_000, intervalMs: 50 });
+      await waitForObject(`the canary put back after kubectl ${edit[0]}`, () => getDeployment(s.ns, 'drift-canary'),
+        (d) => d?.spec?.replicas === 1 && d.spec.template.spec.containers[0].image === 'nginx:v2' && d.status?.readyReplicas >= 1, 30_000);
+      await waitWeights(s.ns, 'drift', 30, 40_000);
+      await notRolledBack();
+    }
+    const app = await getApp(s.ns, 'drift');
+    assert.equal(app?.status?.canary?.weight, 30);
+    const events = await kubeJson<{ items: { message: string }[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=drift,reason=CanaryRepaired']);
+    const messages = events.items.map((e) => e.message).join('\n');
+    assert.match(messages, /the canary Deployment has 0 replicas, not the rollout's 1/);
+    assert.match(messages, /the canary Deployment's container app runs evil:1, not the rollout's nginx:v2/);
+  });
+
   it('a canary that takes longer than failureThreshold intervals to start is not rolled back during its start-up grace', async () => {
     const gates = { interval: '2s', failureThreshold: 3, initialDelay: '60s' };
     await applyAsUser(meshApp(s.ns, 'slow', { canaryVersion: 'v2', image: testImages.slow, healthGates: gates, steps: [{ setWeight: 20 }, { pause: { duration: '1s' } }] }));

@@ -159,8 +159,9 @@ describe('withStep and routeAtStep: where a rollout taken up again at a step sta
 });
 
 describe('gateStep: one gate check, from what it saw to what to do', () => {
-  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean } = {}) => ({
+  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean; drift?: string } = {}) => ({
     health: health(h), routed: { stable: 80, canary: 20, total: 100, headerRoute: false, mirror: 0 }, asIntended: o.asIntended ?? true, target: o.target ?? true,
+    ...(o.drift ? { drift: o.drift } : {}),
   });
   const base = { gates, now: 100_000, createdAt: 0, readySince: undefined, lastCountedAt: 0, consecutiveFailures: 0, route: { weight: 20 }, target: { weight: 20 } };
   test('healthy, as set: clean, nothing to do, ready from now', () => {
@@ -187,6 +188,18 @@ describe('gateStep: one gate check, from what it saw to what to do', () => {
   test('a hand edit of the routes is a repair, with what they route now', () => {
     const g = gateStep({ ...base, seen: seen({}, { asIntended: false }) });
     assert.deepEqual(g.reroute, { route: { weight: 20 }, repair: true, why: 'the routes do not route what the rollout set (they route 20%): routing 20% again' });
+  });
+  test('a canary resized or re-imaged by hand, however healthy: no traffic, and put back', () => {
+    const drift = "the canary Deployment's container app runs evil:1, not the rollout's app:v2";
+    const g = gateStep({ ...base, seen: seen({}, { drift }) });
+    assert.deepEqual(g.reroute, { route: { weight: 0 }, repair: false, why: `${drift}: all traffic moved to stable` });
+    assert.deepEqual([g.recreate, g.clean, g.record.ok], [drift, false, true]);
+    const scaled = gateStep({ ...base, seen: seen({ readyReplicas: 0, desiredReplicas: 0 }, { drift: "the canary Deployment has 0 replicas, not the rollout's 1" }), readySince: 'earlier' });
+    assert.equal(scaled.recreate, "the canary Deployment has 0 replicas, not the rollout's 1");
+    assert.deepEqual(scaled.reroute?.route, { weight: 0 });
+    // Already off the canary: nothing to move, still put back.
+    const off = gateStep({ ...base, route: { weight: 0 }, seen: seen({}, { drift }) });
+    assert.deepEqual([off.reroute, off.recreate], [undefined, drift]);
   });
   test('a deleted canary Deployment or routing target is put back', () => {
     assert.equal(gateStep({ ...base, seen: seen({ exists: false, readyReplicas: 0 }) }).recreate, 'the canary Deployment is gone');

@@ -194,13 +194,13 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     await Worker.runReplayHistory({ workflowBundle: await workflowBundle() }, history, 'application/recorded/app/canary');
   });
 
-  it('a rollout at level 1 records its level once, first thing; one at level 0 records none', async () => {
-    for (const level of [1, undefined]) {
+  it('a rollout records a marker per level, first thing; one at level 0 records none', async () => {
+    for (const level of [2, 1, undefined]) {
       const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), {}, { patchLevel: level });
       await finish(run);
       const events = (await run.handle.fetchHistory()).events ?? [];
       const markers = events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch');
-      assert.equal(markers.length, level ? 1 : 0, `level ${level ?? 0}`);
+      assert.equal(markers.length, level ?? 0, `level ${level ?? 0}`);
       if (level) assert.ok(events.findIndex((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch') < events.findIndex((e) => e.activityTaskScheduledEventAttributes), 'before any activity');
     }
   });
@@ -373,6 +373,28 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     await control(run, 'promote');
     assert.equal((await finish(run)).phase, 'Promoted');
   });
+
+  // Level 2 (contract.ts rolloutPatchLevel): a canary resized or re-imaged by hand is put back like a deleted one; a
+  // rollout started before judges it as it runs, as its history recorded.
+  for (const level of [2, 1]) {
+    it(`a canary re-imaged by hand at level ${level}: ${level >= 2 ? 'traffic to stable at once, the canary put back, traffic restored' : 'judged as it runs'}`, async () => {
+      const drift = "the canary Deployment's container app runs evil:1, not the rollout's app:v2";
+      const run = await start(plan({ steps: [{ kind: 'weight', weight: 40 }, { kind: 'pause', ms: null }], gates: { ...gates, failureThreshold: 20 } }), {
+        drift: (n) => (n >= 4 && n < 6 ? drift : undefined),
+      }, { patchLevel: level });
+      await run.r.until('past the edit', (r) => r.count('observeCanary') >= 8);
+      if (level >= 2) {
+        await run.r.until('restored', (r) => r.weights().join() === '40,0,40');
+        assert.ok(run.r.count('prepareCanary') >= 2, 'the canary was put back');
+        assert.ok(run.r.statuses.some((st) => st.message.startsWith(`${drift}: all traffic moved to stable`)), 'status said why');
+      } else {
+        assert.equal(run.r.weights().join(), '40');
+        assert.equal(run.r.count('prepareCanary'), 1);
+      }
+      await control(run, 'promote');
+      assert.equal((await finish(run)).phase, 'Promoted');
+    });
+  }
 
   it('a recheck signal runs a gate check at once instead of at the next interval', async () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }], gates: { ...gates, intervalMs: 60_000 } }));

@@ -31,6 +31,8 @@ type HistoryEvent = proto.temporal.api.history.v1.IHistoryEvent;
 export interface Script {
   /** The canary's health at the n-th check (0-based); default: 1 of 1 replicas ready. */
   health?: (n: number) => Partial<CanaryHealth>;
+  /** What a hand edit changed of the canary Deployment at the n-th check (observeCanary's `drift`); default nothing. */
+  drift?: (n: number) => string | undefined;
   /** What the VirtualService routes at the n-th check, overriding what the rollout last set (a hand edit). */
   routed?: (n: number) => CanaryRoute | null | undefined;
   /** The answer for `metric` at the n-th analysis (0-based); default: no data. */
@@ -191,7 +193,8 @@ export class Recorder {
         if (edited !== undefined) this.routed = edited;
         const intended = input['route'] as CanaryRoute;
         const routed = this.routed && readRouteWeights(renderRoutes(this.routed));
-        return { health, routed, asIntended: this.routed !== null && sameRoute(this.routed, intended), target: health.exists } satisfies CanaryObservation;
+        const drift = this.script.drift?.(n);
+        return { health, routed, asIntended: this.routed !== null && sameRoute(this.routed, intended), target: health.exists, ...(drift ? { drift } : {}) } satisfies CanaryObservation;
       }
       case 'setCanaryRoute': {
         const route = input['route'] as CanaryRoute;

@@ -47,8 +47,9 @@ const checks = proxyLocalActivities<Activities>({
 
 // One attempt, for status written while something else is failing.
 const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
-/** The marker of rollout level 1 (contract.ts `rolloutPatchLevel`). */
+/** The markers of rollout levels 1 and 2 (contract.ts `rolloutPatchLevel`). */
 const rolloutLevel1Patch = 'rollout-level-1';
+const rolloutLevel2Patch = 'rollout-level-2';
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -90,9 +91,10 @@ export class Rollout {
   constructor(input: RolloutInput) {
     const { namespace, name, plan } = input;
     this.input = input;
-    // Asked for by the starter and recorded here, first thing: a worker of a release before level 1 that runs this
-    // rollout live ignores the level and records no marker, so every later replay takes level 0 with it.
-    this.level = (input.patchLevel ?? 0) >= 1 && patched(rolloutLevel1Patch) ? 1 : 0;
+    // Asked for by the starter and recorded here, first thing, a marker per level: a worker of a release before a
+    // level that runs this rollout live ignores it and records no marker for it, so every later replay stays below it.
+    const asked = input.patchLevel ?? 0;
+    this.level = asked >= 1 && patched(rolloutLevel1Patch) ? (asked >= 2 && patched(rolloutLevel2Patch) ? 2 : 1) : 0;
     this.published = new WrittenStatus();
     if (input.carried) this.published.wrote({ phase: input.carried.state.phase, message: input.carried.state.message });
     this.plan = plan;
@@ -652,9 +654,11 @@ export class Rollout {
   private async checkGate(): Promise<void> {
     this.m.lastGateAt = Date.now();
     this.recheck = false;
-    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.canary, route: this.m.route });
+    const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.canary, image: this.plan.image, route: this.m.route });
+    // Below level 2 a resized or re-imaged canary is judged as it runs, as the rollout's history recorded it.
+    const { drift, ...observed } = seen;
     const g = gateStep({
-      seen, gates: this.plan.gates, now: this.m.lastGateAt, createdAt: this.m.createdAt, readySince: this.state.readySince, lastCountedAt: this.m.lastCountedAt,
+      seen: this.level >= 2 && drift ? { ...observed, drift } : observed, gates: this.plan.gates, now: this.m.lastGateAt, createdAt: this.m.createdAt, readySince: this.state.readySince, lastCountedAt: this.m.lastCountedAt,
       consecutiveFailures: this.state.consecutiveFailures, route: this.m.route, target: this.m.target,
     });
     this.state.gates = [...this.state.gates.slice(-9), g.record];

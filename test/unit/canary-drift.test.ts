@@ -1,0 +1,48 @@
+// What a gate check calls a hand edit of the canary Deployment (activities/canary.ts canaryDrift): its size or its
+// image changed from what the rollout applies, read from the Deployment as the API server or the watch has it.
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { canaryDrift } from '../../activities/canary.ts';
+import { parseApplication, type Application } from '../../api/application.ts';
+import { renderCanaryDeployment } from '../../render/deployment.ts';
+
+function app(canary: Record<string, unknown> = {}): Application {
+  const parsed = parseApplication({
+    apiVersion: 'myapp.example.com/v1', kind: 'Application', metadata: { name: 'web', namespace: 'default', uid: 'b7d6c1a2-0000-4000-8000-000000000001' },
+    spec: { image: 'nginx:1.25', serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', replicas: 2, ...canary } } },
+  });
+  assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+  return parsed.app;
+}
+
+/** The Deployment as the API server gives it back: what was applied, with `edit` made to it by hand. */
+function running(a: Application, edit: { replicas?: number; image?: string } = {}) {
+  const d = structuredClone(renderCanaryDeployment(a));
+  if (edit.replicas !== undefined) d.spec!.replicas = edit.replicas;
+  if (edit.image !== undefined) d.spec!.template.spec!.containers[0]!.image = edit.image;
+  return { metadata: { generation: 2 }, spec: d.spec as { replicas?: number }, status: { readyReplicas: 2 } };
+}
+
+describe('canaryDrift', () => {
+  const a = app();
+  const want = renderCanaryDeployment(a);
+  test('the canary as applied: no drift', () => assert.equal(canaryDrift(running(a), want, 'istio'), undefined));
+  test('scaled by hand (kubectl scale --replicas=0)', () => {
+    assert.equal(canaryDrift(running(a, { replicas: 0 }), want, 'istio'), "the canary Deployment has 0 replicas, not the rollout's 2");
+    assert.equal(canaryDrift(running(a, { replicas: 5 }), want, 'gatewayAPI'), "the canary Deployment has 5 replicas, not the rollout's 2");
+  });
+  test('re-imaged by hand (kubectl set image)', () => {
+    assert.equal(canaryDrift(running(a, { image: 'evil:1' }), want, 'istio'), "the canary Deployment's container app runs evil:1, not the rollout's nginx:v2");
+  });
+  test('the replicas router sizes the canary with the weight itself: its size is not drift, its image still is', () => {
+    assert.equal(canaryDrift(running(a, { replicas: 4 }), want, 'replicas'), undefined);
+    assert.match(canaryDrift(running(a, { image: 'evil:1' }), want, 'replicas') ?? '', /runs evil:1/);
+  });
+  test("the rollout's own image, not the one today's spec would derive", () => {
+    const pinned = renderCanaryDeployment(app({ image: 'registry.example.com/web:2.0' }));
+    assert.equal(canaryDrift(running(a), pinned, 'istio'), "the canary Deployment's container app runs nginx:v2, not the rollout's registry.example.com/web:2.0");
+  });
+  test('a Deployment without its containers (a partial copy) is drift, not a crash', () => {
+    assert.match(canaryDrift({ metadata: {}, spec: { replicas: 2 } }, want, 'istio') ?? '', /runs nothing/);
+  });
+});
