@@ -18,8 +18,11 @@ export interface Observation {
   owner?: string;
   /** The object's resourceVersion at this event: what tells whether an object in hand is current (kube/recent.ts). */
   resourceVersion?: string;
-  /** Of a child: the newest write to it was the operator's own apply (ourWriteIsNewest): a change it made, not drift. */
-  ours?: boolean;
+  /**
+   * Of a child whose newest write was the operator's own apply (ourNewestWrite): when that write was. A new generation
+   * with a new time here is a change the operator made, not drift.
+   */
+  oursAt?: string;
 }
 
 /** One entry of an object's metadata.managedFields, as much of it as tells who wrote last. */
@@ -30,13 +33,12 @@ export interface ManagedFieldsEntry {
 }
 
 /**
- * Whether the newest write to an object was the operator's own (field manager FIELD_MANAGER), strictly after every
- * other writer's: then a new generation is the echo of its own apply (a pass's, or a rollout moving its routes) and
- * not drift. The API server dates each manager's entry when that manager changes the object, to the second; a tie
- * counts as someone else's write, so a hand edit in the same second as an apply is still put back. Status writes
- * (the status subresource) never move the generation and are left out.
+ * When the operator (field manager FIELD_MANAGER) last wrote an object, if that write is the newest, strictly after
+ * every other writer's; otherwise undefined. The API server dates each manager's entry when that manager changes the
+ * object, to the second; a tie counts as someone else's write, so a hand edit in the same second as an apply is still
+ * put back. Status writes (the status subresource) never move the generation and are left out.
  */
-export function ourWriteIsNewest(entries: readonly ManagedFieldsEntry[] | undefined): boolean {
+export function ourNewestWrite(entries: readonly ManagedFieldsEntry[] | undefined): string | undefined {
   let ours: string | undefined;
   let others: string | undefined;
   for (const e of entries ?? []) {
@@ -44,7 +46,7 @@ export function ourWriteIsNewest(entries: readonly ManagedFieldsEntry[] | undefi
     if (e.manager === FIELD_MANAGER) ours = ours && ours > e.time ? ours : e.time;
     else others = others && others > e.time ? others : e.time;
   }
-  return ours !== undefined && (others === undefined || Date.parse(ours) > Date.parse(others));
+  return ours !== undefined && (others === undefined || Date.parse(ours) > Date.parse(others)) ? ours : undefined;
 }
 
 export interface WatchEvent {
@@ -74,8 +76,11 @@ export function changeReason(before: Observation | undefined, after: Observation
   if (event.type === 'delete') return 'child';
   const deployment = statusMatters(after.kind);
   if (event.type === 'update' && before) {
-    // A new generation is drift unless the operator's own apply made it (its echo needs no pass to put it back).
-    if (after.generation !== before.generation && !after.ours) return 'child';
+    // A new generation is drift unless the operator's own apply made it (its echo needs no pass to put it back): its
+    // write is the newest, and new at this event. A scale through the /scale subresource (`kubectl scale`, the HPA)
+    // records no writer: it takes spec.replicas from the operator's entry and leaves that entry, older, the newest.
+    const ours = after.oursAt !== undefined && after.oursAt !== before.oursAt;
+    if (after.generation !== before.generation && !ours) return 'child';
     return deployment && after.status !== before.status ? 'child-status' : null;
   }
   // A relist (after a 410) can show a Deployment whose status moved while we were not watching; one we just created

@@ -19,7 +19,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey, appPhaseKey } from '../workflows/search-attributes.ts';
-import { changeReason, childLabel, ourWriteIsNewest, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
+import { changeReason, childLabel, ourNewestWrite, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
 import { Sweeper, workflowObject, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {
@@ -697,11 +697,12 @@ export function unsyncedReport(informers: { name: string; synced: boolean; faili
 
 function observe(kind: string, obj: Obj): Observation {
   const meta = obj.metadata ?? {};
+  const oursAt = kind !== KIND && kind !== RELEASE_KIND ? ourNewestWrite(meta.managedFields) : undefined;
   return {
     kind, generation: meta.generation, deleting: Boolean(meta.deletionTimestamp),
     status: statusOf(kind, obj), finalizer: (meta.finalizers ?? []).includes(FINALIZER),
     ...(meta.resourceVersion ? { resourceVersion: meta.resourceVersion } : {}),
-    ...(kind !== KIND && kind !== RELEASE_KIND && ourWriteIsNewest(meta.managedFields) ? { ours: true } : {}),
+    ...(oursAt ? { oursAt } : {}),
   };
 }
 

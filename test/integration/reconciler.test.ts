@@ -172,6 +172,20 @@ describe('reconciler', () => {
     assert.ok(!said.some((n) => /HorizontalPodAutoscaler/.test(n)), said.join(' | '));
   });
 
+  it('puts back a Deployment scaled by hand through /scale (kubectl scale), which leaves no writer of its own in managedFields', async () => {
+    await apply(appManifest(s.ns, 'hand-scaled', { image: 'nginx:1.25', replicas: 2 }));
+    await waitForPhase(s.ns, 'hand-scaled', 'Running');
+    const uid = (await getApp(s.ns, 'hand-scaled'))!.metadata.uid;
+    await kube(['-n', s.ns, 'scale', 'deployment', 'hand-scaled', '--replicas=0']);
+    await waitForObject('replicas put back', () => getDeployment(s.ns, 'hand-scaled'), (d) => d?.spec.replicas === 2 && d.status?.readyReplicas === 2, 20_000);
+    const said = await eventually('the repair Event', async () => {
+      const notes = (await eventsOf(s.ns, uid)).filter((e) => e.reason === 'DriftRepaired').map((e) => e.note);
+      return notes.some((n) => /Deployment\/hand-scaled \(edited\)/.test(n)) ? notes : undefined;
+    }, { timeoutMs: 10_000 });
+    assert.ok(said.length >= 1);
+    await waitForObject('status says 2 of 2 again', () => getApp(s.ns, 'hand-scaled'), (a) => a?.status?.phase === 'Running' && a.status.availableReplicas === 2, 10_000);
+  });
+
   it('reports a child the API server rejects as a Failed phase with a reason, applying nothing', async () => {
     // Passes the CRD schema but not Deployment validation (an unsupported downward-API field): only the API server can tell.
     await apply(appManifest(s.ns, 'rejected', {

@@ -1,11 +1,13 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FINALIZER } from '../../api/constants.ts';
-import { changeReason, ourWriteIsNewest, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
+import { changeReason, ourNewestWrite, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
 
 const app = (o: Partial<Observation> = {}): Observation => ({ kind: 'Application', generation: 1, deleting: false, status: '', finalizer: true, ...o });
 const child = (kind: string, o: Partial<Observation> = {}): Observation => ({ kind, generation: 1, deleting: false, status: '{"ready":1}', finalizer: false, ...o });
 const ev = (type: WatchEvent['type'], initialSync = false): WatchEvent => ({ type, initialSync });
+const T1 = '2026-12-03T10:00:00Z';
+const T2 = '2026-12-03T10:00:07Z';
 
 describe('changeReason', () => {
   const cases: { name: string; before: Observation | undefined; after: Observation; event: WatchEvent; reason: string | null }[] = [
@@ -19,9 +21,12 @@ describe('changeReason', () => {
     { name: 'gone without our finalizer: deleted', before: app(), after: app({ finalizer: false }), event: ev('delete'), reason: 'deleted' },
     { name: 'a child deleted: drift', before: child('Service'), after: child('Service'), event: ev('delete'), reason: 'child' },
     { name: 'a child edited (generation): drift', before: child('Service'), after: child('Service', { generation: 2 }), event: ev('update'), reason: 'child' },
-    { name: 'a child changed by our own apply (generation, ours newest): nothing', before: child('VirtualService'), after: child('VirtualService', { generation: 2, ours: true }), event: ev('update'), reason: null },
-    { name: 'a Deployment changed by our own apply whose status moved too: child-status', before: child('Deployment'), after: child('Deployment', { generation: 2, ours: true, status: '{"ready":0}' }), event: ev('update'), reason: 'child-status' },
-    { name: 'a child of ours deleted: drift all the same', before: child('Service', { ours: true }), after: child('Service', { ours: true }), event: ev('delete'), reason: 'child' },
+    { name: 'a child changed by our own apply (generation, ours newest): nothing', before: child('VirtualService', { oursAt: T1 }), after: child('VirtualService', { generation: 2, oursAt: T2 }), event: ev('update'), reason: null },
+    { name: 'a child changed by our own apply after a hand edit: nothing', before: child('VirtualService'), after: child('VirtualService', { generation: 2, oursAt: T2 }), event: ev('update'), reason: null },
+    { name: 'a Deployment changed by our own apply whose status moved too: child-status', before: child('Deployment'), after: child('Deployment', { generation: 2, oursAt: T2, status: '{"ready":0}' }), event: ev('update'), reason: 'child-status' },
+    // kubectl scale and the HPA write through /scale, which records no writer and leaves our older write the newest.
+    { name: 'a Deployment scaled through /scale (our write the newest, but not new): drift', before: child('Deployment', { oursAt: T1 }), after: child('Deployment', { generation: 2, oursAt: T1 }), event: ev('update'), reason: 'child' },
+    { name: 'a child of ours deleted: drift all the same', before: child('Service', { oursAt: T1 }), after: child('Service', { oursAt: T1 }), event: ev('delete'), reason: 'child' },
     { name: 'a Deployment status moved: child-status', before: child('Deployment'), after: child('Deployment', { status: '{"ready":2}' }), event: ev('update'), reason: 'child-status' },
     { name: "another kind's status: nothing", before: child('HorizontalPodAutoscaler'), after: child('HorizontalPodAutoscaler', { status: '{"x":2}' }), event: ev('update'), reason: null },
     { name: 'a Deployment unchanged: nothing', before: child('Deployment'), after: child('Deployment'), event: ev('update'), reason: null },
@@ -99,16 +104,17 @@ describe('startupDrift: what changed while no watcher watched', () => {
   }
 });
 
-describe('ourWriteIsNewest', () => {
+describe('ourNewestWrite', () => {
   const e = (manager: string, time: string, subresource?: string) => ({ manager, time, ...(subresource ? { subresource } : {}) });
-  test('our apply after every other writer: ours', () => assert.equal(ourWriteIsNewest([e('kubectl-edit', '2026-12-03T10:00:00Z'), e('application-operator', '2026-12-03T10:00:05Z')]), true));
-  test('a hand edit after our apply: not ours', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:00Z'), e('kubectl-edit', '2026-12-03T10:00:05Z')]), false));
-  test('the same second: not ours (a hand edit is put back rather than missed)', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:05Z'), e('kubectl-patch', '2026-12-03T10:00:05Z')]), false));
-  test('status writes are left out', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:00Z'), e('kube-controller-manager', '2026-12-03T10:00:09Z', 'status')]), true));
-  test('a scale by another (the HPA) counts', () => assert.equal(ourWriteIsNewest([e('application-operator', '2026-12-03T10:00:00Z'), e('kube-controller-manager', '2026-12-03T10:00:09Z', 'scale')]), false));
+  test('our apply after every other writer: ours, and when', () => assert.equal(ourNewestWrite([e('kubectl-edit', '2026-12-03T10:00:00Z'), e('application-operator', '2026-12-03T10:00:05Z')]), '2026-12-03T10:00:05Z'));
+  test('a hand edit after our apply: not ours', () => assert.equal(ourNewestWrite([e('application-operator', '2026-12-03T10:00:00Z'), e('kubectl-edit', '2026-12-03T10:00:05Z')]), undefined));
+  test('the same second: not ours (a hand edit is put back rather than missed)', () => assert.equal(ourNewestWrite([e('application-operator', '2026-12-03T10:00:05Z'), e('kubectl-patch', '2026-12-03T10:00:05Z')]), undefined));
+  test('status writes are left out', () => assert.equal(ourNewestWrite([e('application-operator', '2026-12-03T10:00:00Z'), e('kube-controller-manager', '2026-12-03T10:00:09Z', 'status')]), '2026-12-03T10:00:00Z'));
+  test('a scale by another that records itself counts', () => assert.equal(ourNewestWrite([e('application-operator', '2026-12-03T10:00:00Z'), e('kube-controller-manager', '2026-12-03T10:00:09Z', 'scale')]), undefined));
+  test('our latest entry is the one that counts', () => assert.equal(ourNewestWrite([e('application-operator', '2026-12-03T10:00:09Z'), e('application-operator', '2026-12-03T10:00:01Z', 'scale')]), '2026-12-03T10:00:09Z'));
   test('no entry of ours, or none at all: not ours', () => {
-    assert.equal(ourWriteIsNewest([e('kubectl-client-side-apply', '2026-12-03T10:00:00Z')]), false);
-    assert.equal(ourWriteIsNewest(undefined), false);
-    assert.equal(ourWriteIsNewest([]), false);
+    assert.equal(ourNewestWrite([e('kubectl-client-side-apply', '2026-12-03T10:00:00Z')]), undefined);
+    assert.equal(ourNewestWrite(undefined), undefined);
+    assert.equal(ourNewestWrite([]), undefined);
   });
 });
