@@ -14,7 +14,7 @@ import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, Clo
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
-import { orForget, read, retryOnConflict } from './objects.ts';
+import { deleteIfOurs, orForget, read, refuseTaken, retryOnConflict } from './objects.ts';
 
 /** The canary Deployment as a gate check reads it: its status, and what the rollout applied (size, images). */
 type CanaryDeploymentOf = ObservedDeployment & { spec?: { replicas?: number; template?: { spec?: { containers?: { name: string; image?: string }[] } } } };
@@ -65,12 +65,15 @@ function withCanary(app: Application, canary: { canaryVersion: string; image?: s
  */
 export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = withPlan(await readApp(deps, input), input.plan);
+  const canary = renderCanaryDeployment(app) as KubeObject;
+  await refuseTaken(deps, app, canary);
   // The router first: what routes to the canary must say 0% before its pods exist (a Service's selector would
   // otherwise take them the moment they are ready).
   await routerFor(app, input.plan.router).prepare(deps, app, input.route);
   heartbeat('router prepared');
-  await deps.kube.apply(renderCanaryDeployment(app) as KubeObject, { fieldManager: FIELD_MANAGER });
+  await deps.kube.apply(canary, { fieldManager: FIELD_MANAGER });
 }
+
 
 /**
  * What a gate check needs, read in one go: the canary's ready replicas and restarts, what its router's objects
@@ -172,7 +175,8 @@ export async function removeCanary(deps: ActivityDeps, input: RemoveCanaryInput)
       await routerFor(app, input.router).remove(deps, app, { keepTarget: input.routeOnly === true });
     }
     if (input.routeOnly) return;
-    await deps.kube.delete(childRef(input, kinds.deployment, canaryName(named(input))));
+    // Only this Application's: the name may be another Application's own Deployment (web-canary's).
+    await deleteIfOurs(deps, childRef(input, kinds.deployment, canaryName(named(input))), { name: input.name, ...(raw?.metadata.uid ? { uid: raw.metadata.uid } : {}) });
   } catch (err) {
     if (err instanceof KubeError && err.namespaceTerminating) return;
     throw err;

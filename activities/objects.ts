@@ -2,7 +2,8 @@
 // new as what the watcher's watch last delivered: that delivery, or a later answer of this process), else a GET.
 // Writes that depend on what was read stay compare-and-swap on its resourceVersion, so a copy the watch has not
 // caught up with costs a 409 and a retry that reads from the API server (orForget), never a lost update.
-import { API_VERSION, KIND } from '../api/constants.ts';
+import { ApplicationFailure } from '@temporalio/activity';
+import { API_VERSION, FailureType, KIND } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
@@ -56,4 +57,80 @@ export async function retryOnConflict<T>(write: () => Promise<T>, fresh: () => P
       if (attempt >= attempts || !(err instanceof KubeError && err.status === 409) || !(await fresh())) throw err;
     }
   }
+}
+
+/** An owner reference, as much of it as says who controls an object. */
+interface OwnerRef {
+  kind?: string;
+  name?: string;
+  uid?: string;
+  controller?: boolean;
+}
+
+/**
+ * Who holds the name `existing` has, in words, when it is neither absent nor a child of the Application `app`
+ * (this one, or an earlier one of its name whose children the garbage collector has not reached): another
+ * Application (`web` and `web-preview` both exist, and web's blue-green preview Service would be the other's
+ * Service), or an object the operator did not make. Undefined when the name is free to take.
+ */
+export function nameHolder(existing: KubeObject | null, app: { name: string; uid: string }): string | undefined {
+  if (!existing) return undefined;
+  const owners = (existing.metadata['ownerReferences'] ?? []) as OwnerRef[];
+  const controller = owners.find((o) => o.controller);
+  if (controller?.uid === app.uid || (controller?.kind === KIND && controller.name === app.name)) return undefined;
+  return controller ? `${controller.kind ?? 'an object'} ${controller.name ?? ''}`.trim() : 'no Application (it was made by someone else)';
+}
+
+/** A child's name taken by another Application's child or a foreign object: applying it would take that over. */
+export class NameTakenError extends KubeError {
+  constructor(message: string) {
+    super(409, 'NameTaken', message);
+    this.name = 'NameTakenError';
+  }
+
+  /** Nothing the operator retries changes who holds the name: a person renames or deletes one of them. */
+  override get permanent(): boolean {
+    return true;
+  }
+}
+
+/**
+ * Refuses (NameTakenError) to apply `obj`, a child of the Application `app` whose name is not the Application's own
+ * (`<app>-canary`, `<app>-preview`, `<app>-stable`), when another holds that name. Server-side apply would take it
+ * over without a word: every Application applies as one field manager, so the other's owner reference and selector
+ * would simply be replaced. Read from the copy in hand when current.
+ */
+export async function refuseTakenName(deps: ActivityDeps, obj: KubeObject, app: { name: string; uid: string }): Promise<void> {
+  if (obj.metadata.name === app.name) return;
+  const ref = { apiVersion: obj.apiVersion, kind: obj.kind, namespace: obj.metadata.namespace ?? '', name: obj.metadata.name };
+  const holder = nameHolder(await read(deps, ref), app);
+  if (holder) {
+    throw new NameTakenError(`${obj.kind} ${obj.metadata.name} belongs to ${holder}, not to Application ${app.name}, which needs that name: rename one of the two Applications, or delete that ${obj.kind}`);
+  }
+}
+
+/**
+ * refuseTakenName for a rollout's object (its canary Deployment, the Gateway API's canary Service): the rollout cannot
+ * run, and no retry changes that (non-retryable InvalidSpec: it ends at once, the holder named in status).
+ */
+export async function refuseTaken(deps: ActivityDeps, app: { metadata: { name: string; uid?: string } }, obj: KubeObject): Promise<void> {
+  try {
+    await refuseTakenName(deps, obj, { name: app.metadata.name, uid: app.metadata.uid ?? '' });
+  } catch (err) {
+    if (err instanceof NameTakenError) throw ApplicationFailure.nonRetryable(err.message, FailureType.InvalidSpec);
+    throw err;
+  }
+}
+
+/**
+ * Deletes a child of the Application `app` ("not found" is done: false), but a child named after it
+ * (`<app>-canary`...) only while it is this Application's: the same name may be another Application's own child
+ * (`web-canary`'s Deployment when `web` ends a rollout) or an object someone else made, which it leaves alone. Read
+ * from the copy in hand when current; deleted by its uid, so nothing made since goes instead.
+ */
+export async function deleteIfOurs(deps: ActivityDeps, ref: ObjectRef, app: { name: string; uid?: string }, opts: { propagationPolicy?: 'Background' } = {}): Promise<boolean> {
+  if (ref.name === app.name) return deps.kube.delete(ref, opts);
+  const existing = await read(deps, ref);
+  if (!existing || nameHolder(existing, { name: app.name, uid: app.uid ?? '' })) return false;
+  return deps.kube.delete(ref, { ...opts, ...(existing.metadata.uid ? { uid: existing.metadata.uid } : {}) });
 }

@@ -13,7 +13,7 @@ import type { RolloutPlan } from '../reconcile/plan.ts';
 import type { FinalizeInput, FinalizeResult, ReconcileInput, ReconcileResult } from './types.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
-import { orForget, read, retryOnConflict } from './objects.ts';
+import { deleteIfOurs, orForget, read, refuseTakenName, retryOnConflict } from './objects.ts';
 
 type RawApplication = KubeObject & {
   metadata: KubeObject['metadata'] & { deletionTimestamp?: string; finalizers?: string[] };
@@ -117,6 +117,8 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       // resync wakes must not apply the children ahead of the refused one.
       const refused = raw.status?.conditions?.some((c) => c.type === ConditionType.Degraded && c.status === 'True' && c.reason === Reason.ApplyFailed);
       if ((specChanged || refused) && !firstPass) await dryRunAfterFirst(deps, apply);
+      // Before anything is applied: a child named after the Application (`<app>-preview`) that another holds.
+      for (const obj of apply) await refuseTakenName(deps, obj, { name: app.metadata.name, uid });
       for (const obj of apply) {
         progress(describeRef(obj));
         const answer = await kube.apply(obj, { fieldManager: FIELD_MANAGER, onCreated: () => created.push(obj) });
@@ -421,7 +423,7 @@ export async function finalizeApplication(deps: ActivityDeps, input: FinalizeInp
     if (!exists(target)) continue;
     progress(describeRef(target));
     try {
-      if (await kube.delete(target)) removed.push(describeRef(target));
+      if (await deleteIfOurs(deps, target, { name: input.name, uid: input.uid })) removed.push(describeRef(target));
     } catch (err) {
       // A cluster without Istio has no such resource type: nothing to delete.
       if (!(err instanceof KubeError && err.status === 404)) throw err;

@@ -11,7 +11,7 @@ import { kinds } from '../../render/children.ts';
 import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService, renderRouteService, type MirroringOf, type RulesOf } from '../../render/gateway.ts';
 import { reachesCanary, routesToCanary, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
 import type { ActivityDeps } from '../deps.ts';
-import { read as readObject } from '../objects.ts';
+import { deleteIfOurs, read as readObject, refuseTaken } from '../objects.ts';
 import type { RouteObservation, TrafficRouter } from './router.ts';
 
 const ns = (app: Application) => app.metadata.namespace ?? '';
@@ -70,7 +70,9 @@ export function routeShape(route: RouteAsRead | null): unknown {
 
 export const gatewayAPIRouter: TrafficRouter = {
   async prepare(deps, app, route?: CanaryRoute) {
-    await apply(deps, renderRouteService(app, 'canary'));
+    const canaryService = renderRouteService(app, 'canary') as unknown as KubeObject;
+    await refuseTaken(deps, app, canaryService);
+    await apply(deps, canaryService);
     if (route && !reachesCanary(route)) await apply(deps, renderHTTPRoute(app, { canary: route }));
   },
 
@@ -80,7 +82,7 @@ export const gatewayAPIRouter: TrafficRouter = {
     // The mirroring service exists before the route names it, and goes only after the route no longer does.
     if (traefikMirror) await apply(deps, renderMirrorService(app, route.mirror ?? 0));
     await apply(deps, rendered);
-    if (onTraefik(app) && !traefikMirror) await deps.kube.delete(mirrorRef(app));
+    if (onTraefik(app) && !traefikMirror) await deleteIfOurs(deps, mirrorRef(app), { name: app.metadata.name, ...(app.metadata.uid ? { uid: app.metadata.uid } : {}) });
     const read = await readBack(deps, app);
     const expected = readHTTPRouteWeights(rendered, app, traefikMirror ? renderMirrorService(app, route.mirror ?? 0) : null);
     if (!read || !sameJson(read, expected)) throw new Error(`HTTPRoute read back as ${JSON.stringify(read)}, expected ${JSON.stringify(expected)}`);
@@ -109,7 +111,8 @@ export const gatewayAPIRouter: TrafficRouter = {
       heartbeat('traffic restored to stable');
     }
     if (opts?.keepTarget) return;
-    if (onTraefik(app)) await deps.kube.delete(mirrorRef(app));
-    await deps.kube.delete(canaryServiceRef(app));
+    const owner = { name: app.metadata.name, ...(app.metadata.uid ? { uid: app.metadata.uid } : {}) };
+    if (onTraefik(app)) await deleteIfOurs(deps, mirrorRef(app), owner);
+    await deleteIfOurs(deps, canaryServiceRef(app), owner);
   },
 };

@@ -4,7 +4,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { readRouteWeights } from '../../render/istio.ts';
 import { slowReadyMs, testImages } from '../../stack/stack.ts';
-import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, kube, kubeJson, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, kube, kubeJson, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { assertPromoted, virtualService, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -65,8 +66,8 @@ describe('rollouts under hand edits and slow or broken pods', () => {
       await waitWeights(s.ns, 'drift', 30, 40_000);
       await notRolledBack();
     }
-    const app = await getApp(s.ns, 'drift');
-    assert.equal(app?.status?.canary?.weight, 30);
+    // Status follows the VirtualService (written right after the route is).
+    await waitForObject('status says 30% again', () => getApp(s.ns, 'drift'), (a) => a?.status?.canary?.weight === 30 && a.status.canary.phase === 'Paused', 10_000);
     const events = await kubeJson<{ items: { message: string }[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=drift,reason=CanaryRepaired']);
     const messages = events.items.map((e) => e.message).join('\n');
     assert.match(messages, /the canary Deployment has 0 replicas, not the rollout's 1/);
@@ -126,6 +127,52 @@ describe('rollouts under hand edits and slow or broken pods', () => {
     const { seen, violations } = await s.routes.stop();
     assert.ok(seen >= 6, `observed ${seen} VirtualService versions`);
     assert.deepEqual(violations, []);
+  });
+});
+
+describe('names another Application holds (web and web-canary, web and web-preview)', () => {
+  const s = operatorSuite('names');
+  const owner = (o: Json | null) => o?.metadata?.ownerReferences?.find((r: Json) => r.controller)?.name as string | undefined;
+
+  it("a canary whose Deployment name is another Application's Deployment is refused at once, and that Deployment is untouched, even when its Application goes", async () => {
+    await applyAsUser(meshApp(s.ns, 'nc-canary'));
+    await applyAsUser(meshApp(s.ns, 'nc'));
+    await waitForPhase(s.ns, 'nc-canary', 'Running');
+    await waitForPhase(s.ns, 'nc', 'Running');
+    const before = await getDeployment(s.ns, 'nc-canary');
+    await applyAsUser(meshApp(s.ns, 'nc', { canaryVersion: 'v2', weight: 20 }));
+    // Refused on the first try (it used to retry until the progress deadline, 30 min), and the other's Deployment kept.
+    const app = await waitCanaryPhase(s.ns, 'nc', 'RolledBack', 30_000);
+    assert.match(app.status.canary.message, /Deployment nc-canary belongs to Application nc-canary, not to Application nc/);
+    let d = await getDeployment(s.ns, 'nc-canary');
+    assert.equal(d?.metadata.uid, before!.metadata.uid, 'not deleted by the rollout that was refused');
+    assert.equal(owner(d), 'nc-canary');
+    assert.equal(d?.spec.template.spec.containers[0].image, 'nginx:1.25');
+    // Deleting nc deletes every child it may have had after a rollout, by name: not the other's.
+    await kube(['-n', s.ns, 'delete', 'application', 'nc', '--wait=true', '--timeout=60s']);
+    d = await getDeployment(s.ns, 'nc-canary');
+    assert.equal(d?.metadata.uid, before!.metadata.uid, 'not deleted with nc');
+    assert.equal((await getApp(s.ns, 'nc-canary'))?.status?.phase, 'Running');
+  });
+
+  it("a blue-green preview Service named like another Application's Service is refused, and that Service keeps its selector and owner", async () => {
+    const plain = (name: string, canary?: Json) => appManifest(s.ns, name, {
+      image: 'nginx:1.25', replicas: 1, ...(canary ? { serviceMesh: { canary: { enabled: true, strategy: 'blueGreen', ...canary } } } : {}),
+    });
+    await applyAsUser(plain('nb-preview'));
+    await applyAsUser(plain('nb'));
+    await waitForPhase(s.ns, 'nb-preview', 'Running');
+    await waitForPhase(s.ns, 'nb', 'Running');
+    const before = await getObject('v1', 'Service', s.ns, 'nb-preview');
+    await applyAsUser(plain('nb', { canaryVersion: 'v2' }));
+    const app = await waitForObject('nb says which name is taken', () => getApp(s.ns, 'nb'),
+      (a) => /Service nb-preview belongs to Application nb-preview, not to Application nb/.test(JSON.stringify(a?.status?.conditions ?? [])), 30_000);
+    assert.ok(app);
+    await sleep(3000);
+    const svc = await getObject('v1', 'Service', s.ns, 'nb-preview');
+    assert.equal(svc?.metadata.uid, before!.metadata.uid);
+    assert.equal(owner(svc), 'nb-preview');
+    assert.deepEqual(svc?.spec.selector, before!.spec.selector, "the other Application's traffic still goes to its own pods");
   });
 });
 
