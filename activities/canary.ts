@@ -10,7 +10,7 @@ import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, ty
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import { routerFor } from './routers/router.ts';
-import type { CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, ObserveInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
+import type { CanaryDrift, CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, ObserveInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
@@ -92,19 +92,19 @@ export async function observeCanary(deps: ActivityDeps, input: ObserveInput): Pr
 
 /**
  * What a hand edit changed of what the rollout applies to the canary Deployment (`kubectl scale`, `kubectl set
- * image`), in words; undefined when nothing did. A canary scaled to nothing would fail its gates and be rolled back
+ * image`; its image first, the graver), in words; undefined when nothing did. A canary scaled to nothing would fail its gates and be rolled back
  * for an edit, and one running another image would be judged in place of the one a promote rolls out. The replicas
  * router sizes the canary with the weight itself (its routes read back say so), so its size is not judged here.
  */
-export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): string | undefined {
-  const replicas = d.spec?.replicas ?? 1;
-  const wanted = want.spec?.replicas ?? 1;
-  if (router !== 'replicas' && replicas !== wanted) return `the canary Deployment has ${replicas} replicas, not the rollout's ${wanted}`;
+export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
   const running = new Map((d.spec?.template?.spec?.containers ?? []).map((c) => [c.name, c.image]));
   for (const c of want.spec?.template.spec?.containers ?? []) {
     const image = running.get(c.name);
-    if (image !== c.image) return `the canary Deployment's container ${c.name} runs ${image ?? 'nothing'}, not the rollout's ${c.image ?? 'nothing'}`;
+    if (image !== c.image) return { what: 'image', message: `the canary Deployment's container ${c.name} runs ${image ?? 'nothing'}, not the rollout's ${c.image ?? 'nothing'}` };
   }
+  const replicas = d.spec?.replicas ?? 1;
+  const wanted = want.spec?.replicas ?? 1;
+  if (router !== 'replicas' && replicas !== wanted) return { what: 'replicas', message: `the canary Deployment has ${replicas} replicas, not the rollout's ${wanted}` };
   return undefined;
 }
 

@@ -149,6 +149,12 @@ export interface AnalysisVerdict {
 }
 
 /** What a gate check sees of the canary: its pods, and its routes as its router will use them. */
+/** The canary Deployment is not as the rollout applied it: resized, or running another image. */
+export interface CanaryDrift {
+  what: 'replicas' | 'image';
+  message: string;
+}
+
 export interface CanaryObservation {
   health: CanaryHealth;
   /** The routes read back from the router's objects; null when they do not exist. */
@@ -158,7 +164,7 @@ export interface CanaryObservation {
   /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
   target: boolean;
   /** What a hand edit changed of the canary Deployment the rollout applied (its size, its image), in words. */
-  drift?: string;
+  drift?: CanaryDrift;
 }
 
 export type { CheckContext } from '../reconcile/checks.ts';

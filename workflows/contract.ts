@@ -163,8 +163,8 @@ export interface RolloutInput {
  * passes moves traffic without writing "waiting for ready canary replicas" first; a clean gate check writes the
  * steady message again only when status last said something else (a promote waiting for the stable Deployment
  * rewrote its Promoting status at every gate check). 2: a gate check that finds the canary Deployment resized or
- * running another image than the rollout's (`kubectl scale`, `kubectl set image`) moves all traffic to stable and
- * puts the canary back, as it does a deleted one, instead of judging it as it runs.
+ * running another image than the rollout's (`kubectl scale`, `kubectl set image`) puts it back, as it does a
+ * deleted one, instead of judging it as it runs; one running another image gets no traffic meanwhile.
  */
 export const rolloutPatchLevel = 2;
 

@@ -28,21 +28,23 @@ describe('canaryDrift', () => {
   const want = renderCanaryDeployment(a);
   test('the canary as applied: no drift', () => assert.equal(canaryDrift(running(a), want, 'istio'), undefined));
   test('scaled by hand (kubectl scale --replicas=0)', () => {
-    assert.equal(canaryDrift(running(a, { replicas: 0 }), want, 'istio'), "the canary Deployment has 0 replicas, not the rollout's 2");
-    assert.equal(canaryDrift(running(a, { replicas: 5 }), want, 'gatewayAPI'), "the canary Deployment has 5 replicas, not the rollout's 2");
+    assert.deepEqual(canaryDrift(running(a, { replicas: 0 }), want, 'istio'), { what: 'replicas', message: "the canary Deployment has 0 replicas, not the rollout's 2" });
+    assert.deepEqual(canaryDrift(running(a, { replicas: 5 }), want, 'gatewayAPI'), { what: 'replicas', message: "the canary Deployment has 5 replicas, not the rollout's 2" });
   });
   test('re-imaged by hand (kubectl set image)', () => {
-    assert.equal(canaryDrift(running(a, { image: 'evil:1' }), want, 'istio'), "the canary Deployment's container app runs evil:1, not the rollout's nginx:v2");
+    assert.deepEqual(canaryDrift(running(a, { image: 'evil:1' }), want, 'istio'), { what: 'image', message: "the canary Deployment's container app runs evil:1, not the rollout's nginx:v2" });
+    // Both: the image is the graver.
+    assert.equal(canaryDrift(running(a, { image: 'evil:1', replicas: 0 }), want, 'istio')?.what, 'image');
   });
   test('the replicas router sizes the canary with the weight itself: its size is not drift, its image still is', () => {
     assert.equal(canaryDrift(running(a, { replicas: 4 }), want, 'replicas'), undefined);
-    assert.match(canaryDrift(running(a, { image: 'evil:1' }), want, 'replicas') ?? '', /runs evil:1/);
+    assert.match(canaryDrift(running(a, { image: 'evil:1' }), want, 'replicas')?.message ?? '', /runs evil:1/);
   });
   test("the rollout's own image, not the one today's spec would derive", () => {
     const pinned = renderCanaryDeployment(app({ image: 'registry.example.com/web:2.0' }));
-    assert.equal(canaryDrift(running(a), pinned, 'istio'), "the canary Deployment's container app runs nginx:v2, not the rollout's registry.example.com/web:2.0");
+    assert.equal(canaryDrift(running(a), pinned, 'istio')?.message, "the canary Deployment's container app runs nginx:v2, not the rollout's registry.example.com/web:2.0");
   });
   test('a Deployment without its containers (a partial copy) is drift, not a crash', () => {
-    assert.match(canaryDrift({ metadata: {}, spec: { replicas: 2 } }, want, 'istio') ?? '', /runs nothing/);
+    assert.match(canaryDrift({ metadata: {}, spec: { replicas: 2 } }, want, 'istio')?.message ?? '', /runs nothing/);
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { CanaryHealth } from '../../activities/types.ts';
+import type { CanaryDrift, CanaryHealth } from '../../activities/types.ts';
 import { isTerminal } from '../../api/constants.ts';
 import { reachesCanary, routable, routeAtStep, sameRoute, withStep, type CanaryRoute } from '../../routing/route.ts';
 import { failureCounts, gateStep, gateVerdict, interruption, routeAfterGate } from '../../workflows/rollout/decide.ts';
@@ -159,7 +159,7 @@ describe('withStep and routeAtStep: where a rollout taken up again at a step sta
 });
 
 describe('gateStep: one gate check, from what it saw to what to do', () => {
-  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean; drift?: string } = {}) => ({
+  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean; drift?: CanaryDrift } = {}) => ({
     health: health(h), routed: { stable: 80, canary: 20, total: 100, headerRoute: false, mirror: 0 }, asIntended: o.asIntended ?? true, target: o.target ?? true,
     ...(o.drift ? { drift: o.drift } : {}),
   });
@@ -189,17 +189,21 @@ describe('gateStep: one gate check, from what it saw to what to do', () => {
     const g = gateStep({ ...base, seen: seen({}, { asIntended: false }) });
     assert.deepEqual(g.reroute, { route: { weight: 20 }, repair: true, why: 'the routes do not route what the rollout set (they route 20%): routing 20% again' });
   });
-  test('a canary resized or re-imaged by hand, however healthy: no traffic, and put back', () => {
-    const drift = "the canary Deployment's container app runs evil:1, not the rollout's app:v2";
+  test('a canary re-imaged by hand, however healthy: no traffic, and put back', () => {
+    const drift = { what: 'image', message: "the canary Deployment's container app runs evil:1, not the rollout's app:v2" } as const;
     const g = gateStep({ ...base, seen: seen({}, { drift }) });
-    assert.deepEqual(g.reroute, { route: { weight: 0 }, repair: false, why: `${drift}: all traffic moved to stable` });
-    assert.deepEqual([g.recreate, g.clean, g.record.ok], [drift, false, true]);
-    const scaled = gateStep({ ...base, seen: seen({ readyReplicas: 0, desiredReplicas: 0 }, { drift: "the canary Deployment has 0 replicas, not the rollout's 1" }), readySince: 'earlier' });
-    assert.equal(scaled.recreate, "the canary Deployment has 0 replicas, not the rollout's 1");
-    assert.deepEqual(scaled.reroute?.route, { weight: 0 });
+    assert.deepEqual(g.reroute, { route: { weight: 0 }, repair: false, why: `${drift.message}: all traffic moved to stable` });
+    assert.deepEqual([g.recreate, g.clean, g.record.ok], [drift.message, false, true]);
     // Already off the canary: nothing to move, still put back.
     const off = gateStep({ ...base, route: { weight: 0 }, seen: seen({}, { drift }) });
-    assert.deepEqual([off.reroute, off.recreate], [undefined, drift]);
+    assert.deepEqual([off.reroute, off.recreate], [undefined, drift.message]);
+  });
+  test('a canary resized by hand is put back; its ready pods keep their traffic, and one scaled to nothing has none', () => {
+    const resized = gateStep({ ...base, seen: seen({ readyReplicas: 3, desiredReplicas: 3 }, { drift: { what: 'replicas', message: "the canary Deployment has 3 replicas, not the rollout's 2" } }) });
+    assert.deepEqual([resized.recreate, resized.reroute], ["the canary Deployment has 3 replicas, not the rollout's 2", undefined]);
+    const scaled = gateStep({ ...base, seen: seen({ readyReplicas: 0, desiredReplicas: 0 }, { drift: { what: 'replicas', message: "the canary Deployment has 0 replicas, not the rollout's 1" } }), readySince: 'earlier' });
+    assert.equal(scaled.recreate, "the canary Deployment has 0 replicas, not the rollout's 1");
+    assert.deepEqual(scaled.reroute, { route: { weight: 0 }, repair: false, why: 'the canary has no ready replica: all traffic moved to stable' });
   });
   test('a deleted canary Deployment or routing target is put back', () => {
     assert.equal(gateStep({ ...base, seen: seen({ exists: false, readyReplicas: 0 }) }).recreate, 'the canary Deployment is gone');

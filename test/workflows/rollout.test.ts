@@ -378,7 +378,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
   // rollout started before judges it as it runs, as its history recorded.
   for (const level of [2, 1]) {
     it(`a canary re-imaged by hand at level ${level}: ${level >= 2 ? 'traffic to stable at once, the canary put back, traffic restored' : 'judged as it runs'}`, async () => {
-      const drift = "the canary Deployment's container app runs evil:1, not the rollout's app:v2";
+      const drift = { what: 'image', message: "the canary Deployment's container app runs evil:1, not the rollout's app:v2" } as const;
       const run = await start(plan({ steps: [{ kind: 'weight', weight: 40 }, { kind: 'pause', ms: null }], gates: { ...gates, failureThreshold: 20 } }), {
         drift: (n) => (n >= 4 && n < 6 ? drift : undefined),
       }, { patchLevel: level });
@@ -386,7 +386,7 @@ describe('canary rollout workflow', { concurrency: true }, () => {
       if (level >= 2) {
         await run.r.until('restored', (r) => r.weights().join() === '40,0,40');
         assert.ok(run.r.count('prepareCanary') >= 2, 'the canary was put back');
-        assert.ok(run.r.statuses.some((st) => st.message.startsWith(`${drift}: all traffic moved to stable`)), 'status said why');
+        assert.ok(run.r.statuses.some((st) => st.message.startsWith(`${drift.message}: all traffic moved to stable`)), 'status said why');
       } else {
         assert.equal(run.r.weights().join(), '40');
         assert.equal(run.r.count('prepareCanary'), 1);

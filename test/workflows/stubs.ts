@@ -12,7 +12,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Activities } from '../../activities/index.ts';
 import { readRouteWeights } from '../../render/istio.ts';
 import { reachesCanary, sameRoute, type CanaryRoute } from '../../routing/route.ts';
-import type { CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
+import type { CanaryDrift, CanaryHealth, CanaryObservation, CanaryStatusInput, MetricValue, FinalizeResult, ReconcileInput, ReconcileResult } from '../../activities/types.ts';
 import { eventually } from '../../lib/poll.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import { startTemporal, type OwnTemporal } from '../../testkit/temporal-ui.ts';
@@ -32,7 +32,7 @@ export interface Script {
   /** The canary's health at the n-th check (0-based); default: 1 of 1 replicas ready. */
   health?: (n: number) => Partial<CanaryHealth>;
   /** What a hand edit changed of the canary Deployment at the n-th check (observeCanary's `drift`); default nothing. */
-  drift?: (n: number) => string | undefined;
+  drift?: (n: number) => CanaryDrift | undefined;
   /** What the VirtualService routes at the n-th check, overriding what the rollout last set (a hand edit). */
   routed?: (n: number) => CanaryRoute | null | undefined;
   /** The answer for `metric` at the n-th analysis (0-based); default: no data. */

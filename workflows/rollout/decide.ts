@@ -119,17 +119,19 @@ export function gateStep(s: {
   const record: GateVerdict = {
     at, ok: verdict.ok, readyReplicas: health.readyReplicas, restarts: health.restarts, reason: verdict.reason, ...(!verdict.ok && !counts ? { grace: true } : {}),
   };
-  // A canary resized or re-imaged by hand is not the one the rollout judges: no traffic until it is put back.
-  const desired = s.seen.drift ? noCanaryRoute : routeAfterGate(s.route, s.target, health, verdict.ok);
+  // A canary re-imaged by hand is not the one the rollout judges: no traffic until it is put back. One resized keeps
+  // what its ready pods earn (none when scaled to nothing) while it is.
+  const reimaged = s.seen.drift?.what === 'image';
+  const desired = reimaged ? noCanaryRoute : routeAfterGate(s.route, s.target, health, verdict.ok);
   const moved = !sameRoute(desired, s.route);
   const reroute = moved || !s.seen.asIntended ? {
     route: desired, repair: !s.seen.asIntended,
-    why: s.seen.drift && reachesCanary(s.route) ? `${s.seen.drift}: all traffic moved to stable`
+    why: reimaged && reachesCanary(s.route) ? `${s.seen.drift!.message}: all traffic moved to stable`
       : !reachesCanary(desired) && reachesCanary(s.route) ? 'the canary has no ready replica: all traffic moved to stable'
       : !s.seen.asIntended ? `the routes do not route what the rollout set (they route ${describeRouted(s.seen.routed)}): routing ${describeRoute(desired)} again`
         : `gate passed: routing ${describeRoute(desired)} to the canary`,
   } : undefined;
-  const recreate = !health.exists ? 'the canary Deployment is gone' : s.seen.drift ? s.seen.drift : !s.seen.target ? 'what the canary is routed to (its subset, its Service) is gone' : undefined;
+  const recreate = !health.exists ? 'the canary Deployment is gone' : s.seen.drift ? s.seen.drift.message : !s.seen.target ? 'what the canary is routed to (its subset, its Service) is gone' : undefined;
   return {
     record, readySince, counted, consecutiveFailures: verdict.ok ? 0 : s.consecutiveFailures + (counted ? 1 : 0),
     ...(reroute ? { reroute } : {}), ...(recreate ? { recreate } : {}),
