@@ -3,6 +3,7 @@ import { parseApplication, rolloutRouterOf, type Application } from '../api/appl
 import type { V1Deployment } from '@kubernetes/client-node';
 import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal, type RolloutRouterName } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
+import { ourNewestWrite, type ManagedFieldsEntry } from '../kube/managed-fields.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
@@ -74,7 +75,6 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
   await deps.kube.apply(canary, { fieldManager: FIELD_MANAGER });
 }
 
-
 /**
  * What a gate check needs, read in one go: the canary's ready replicas and restarts, what its router's objects
  * really route (compared with what the rollout last set: a hand edit shows here), and whether what the canary is
@@ -86,15 +86,24 @@ export async function observeCanary(deps: ActivityDeps, input: ObserveInput): Pr
   if (!parsed?.ok) return { health, routed: null, asIntended: true, target: true };
   const app = withVersion(parsed.app, input.version);
   const seen = await routerFor(app, input.router).observe(deps, app, input.route);
-  const drift = deployment ? canaryDrift(deployment, renderCanaryDeployment(input.image ? withCanary(app, { canaryVersion: input.version, image: input.image }) : app), input.router) : undefined;
+  const want = renderCanaryDeployment(input.image ? withCanary(app, { canaryVersion: input.version, image: input.image }) : app);
+  let drift = deployment ? canaryDrift(deployment, want, input.router) : undefined;
+  if (drift?.what === 'image') {
+    // Another image is drift only when someone wrote after the rollout's apply (kubectl set image): one a mutating
+    // webhook put in during that apply (a registry mirror, a digest pinned by policy) is what the apply made, and
+    // putting it back would never end. The copy in hand has no managedFields: read it whole.
+    const fresh = await deps.kube.get<WrittenDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
+    drift = fresh ? driftByOthers(fresh, want, input.router) : undefined;
+  }
   return { health, ...seen, ...(drift ? { drift } : {}) };
 }
 
 /**
- * What a hand edit changed of what the rollout applies to the canary Deployment (`kubectl scale`, `kubectl set
- * image`; its image first, the graver), in words; undefined when nothing did. A canary scaled to nothing would fail its gates and be rolled back
- * for an edit, and one running another image would be judged in place of the one a promote rolls out. The replicas
- * router sizes the canary with the weight itself (its routes read back say so), so its size is not judged here.
+ * What a hand edit changed of what the rollout applies to the canary Deployment (`kubectl set image`, `kubectl
+ * scale`; its image first, the graver), in words; undefined when nothing did. One running another image would be
+ * judged in place of the one a promote rolls out, and one scaled to nothing would fail its gates and be rolled back
+ * for an edit. The replicas router sizes the canary with the weight itself (its routes read back say so), so its
+ * size is not judged here.
  */
 export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
   const running = new Map((d.spec?.template?.spec?.containers ?? []).map((c) => [c.name, c.image]));
@@ -106,6 +115,17 @@ export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: R
   const wanted = want.spec?.replicas ?? 1;
   if (router !== 'replicas' && replicas !== wanted) return { what: 'replicas', message: `the canary Deployment has ${replicas} replicas, not the rollout's ${wanted}` };
   return undefined;
+}
+
+/** The canary Deployment as the API server has it, with who wrote it. */
+type WrittenDeployment = CanaryDeploymentOf & { metadata: { managedFields?: ManagedFieldsEntry[] } };
+
+/**
+ * canaryDrift, but none while the operator's own write is the newest: what differs then was put in during that write
+ * (a mutating webhook's registry mirror or pinned digest), not changed after it.
+ */
+export function driftByOthers(d: WrittenDeployment, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
+  return ourNewestWrite(d.metadata.managedFields) === undefined ? canaryDrift(d, want, router) : undefined;
 }
 
 /**

@@ -148,13 +148,13 @@ export interface AnalysisVerdict {
   dryRun?: boolean;
 }
 
-/** What a gate check sees of the canary: its pods, and its routes as its router will use them. */
 /** The canary Deployment is not as the rollout applied it: resized, or running another image. */
 export interface CanaryDrift {
   what: 'replicas' | 'image';
   message: string;
 }
 
+/** What a gate check sees of the canary: its pods, and its routes as its router will use them. */
 export interface CanaryObservation {
   health: CanaryHealth;
   /** The routes read back from the router's objects; null when they do not exist. */

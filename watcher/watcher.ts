@@ -19,7 +19,8 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey, appPhaseKey } from '../workflows/search-attributes.ts';
-import { changeReason, childLabel, ourNewestWrite, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type ManagedFieldsEntry, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
+import { changeReason, childLabel, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
+import { ourNewestWrite, type ManagedFieldsEntry } from '../kube/managed-fields.ts';
 import { Sweeper, workflowObject, type SweepFindings } from './sweep.ts';
 
 export interface WatcherOptions {

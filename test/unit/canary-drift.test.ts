@@ -2,7 +2,7 @@
 // image changed from what the rollout applies, read from the Deployment as the API server or the watch has it.
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { canaryDrift } from '../../activities/canary.ts';
+import { canaryDrift, driftByOthers } from '../../activities/canary.ts';
 import { parseApplication, type Application } from '../../api/application.ts';
 import { renderCanaryDeployment } from '../../render/deployment.ts';
 
@@ -46,5 +46,22 @@ describe('canaryDrift', () => {
   });
   test('a Deployment without its containers (a partial copy) is drift, not a crash', () => {
     assert.match(canaryDrift({ metadata: {}, spec: { replicas: 2 } }, want, 'istio')?.message ?? '', /runs nothing/);
+  });
+});
+
+describe('driftByOthers: another image is drift only when someone wrote after the rollout', () => {
+  const a = app();
+  const want = renderCanaryDeployment(a);
+  const written = (image: string, entries: { manager: string; time: string; subresource?: string }[]) => {
+    const d = running(a, { image });
+    return { ...d, metadata: { ...d.metadata, managedFields: entries } };
+  };
+  test('kubectl set image after the rollout applied it: drift', () => {
+    const d = written('evil:1', [{ manager: 'application-operator', time: '2026-12-07T10:00:00Z' }, { manager: 'kubectl-set', time: '2026-12-07T10:00:05Z' }]);
+    assert.equal(driftByOthers(d, want, 'istio')?.what, 'image');
+  });
+  test('a mutating webhook rewrote the image during the rollout\'s own apply: not drift (putting it back would never end)', () => {
+    const d = written('mirror.example.com/library/nginx:v2@sha256:' + 'a'.repeat(64), [{ manager: 'application-operator', time: '2026-12-07T10:00:05Z' }, { manager: 'kube-controller-manager', time: '2026-12-07T10:00:06Z', subresource: 'status' }]);
+    assert.equal(driftByOthers(d, want, 'istio'), undefined);
   });
 });

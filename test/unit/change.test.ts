@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FINALIZER } from '../../api/constants.ts';
-import { changeReason, ourNewestWrite, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
+import { changeReason, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
+import { ourNewestWrite } from '../../kube/managed-fields.ts';
 
 const app = (o: Partial<Observation> = {}): Observation => ({ kind: 'Application', generation: 1, deleting: false, status: '', finalizer: true, ...o });
 const child = (kind: string, o: Partial<Observation> = {}): Observation => ({ kind, generation: 1, deleting: false, status: '{"ready":1}', finalizer: false, ...o });

@@ -1,0 +1,26 @@
+// Who wrote an object last, from its metadata.managedFields: what tells the operator's own writes from anyone else's.
+import { FIELD_MANAGER } from '../api/constants.ts';
+
+/** One entry of an object's metadata.managedFields, as much of it as tells who wrote last. */
+export interface ManagedFieldsEntry {
+  manager?: string;
+  time?: string;
+  subresource?: string;
+}
+
+/**
+ * When the operator (field manager FIELD_MANAGER) last wrote an object, if that write is the newest, strictly after
+ * every other writer's; otherwise undefined. The API server dates each manager's entry when that manager changes the
+ * object, to the second; a tie counts as someone else's write, so a hand edit in the same second as an apply is still
+ * put back. Status writes (the status subresource) never move the generation and are left out.
+ */
+export function ourNewestWrite(entries: readonly ManagedFieldsEntry[] | undefined): string | undefined {
+  let ours: string | undefined;
+  let others: string | undefined;
+  for (const e of entries ?? []) {
+    if (e.subresource === 'status' || !e.time) continue;
+    if (e.manager === FIELD_MANAGER) ours = ours && ours > e.time ? ours : e.time;
+    else others = others && others > e.time ? others : e.time;
+  }
+  return ours !== undefined && (others === undefined || Date.parse(ours) > Date.parse(others)) ? ours : undefined;
+}
