@@ -93,8 +93,9 @@ const needs: Record<string, Partial<Record<string, Step[]>>> = {
   // The HTTPRoute is read back by the rollout's routing through the Gateway API (the prune step, which deletes a kind
   // earlier in the table first, cannot tell).
   'gateway.networking.k8s.io/httproutes': { ...child(kinds.httpRoute), get: ['mirror'] },
-  // Traefik's mirroring service exists only while a rollout on Traefik mirrors: made, read back and removed then.
-  'traefik.io/traefikservices': { get: ['prune', 'mirror'], create: ['mirror'], patch: ['mirror'], delete: ['delete', 'finalize'] },
+  // Traefik's mirroring service exists only while a rollout on Traefik mirrors: made, read back and removed then. A
+  // finalizer deletes one only when it exists (it reads first: the name may be another's), so the mirror proves delete.
+  'traefik.io/traefikservices': { get: ['prune', 'mirror'], create: ['mirror'], patch: ['mirror'], delete: ['mirror'] },
   // Listed by the watcher (the stable pods) and by the canary's gate; watched to say at once why a pod cannot start.
   'core/pods': { list: ['ready', 'canary'], watch: ['pod reason'] },
   'events.k8s.io/events': { create: ['event'] },
