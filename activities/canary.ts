@@ -67,7 +67,7 @@ function withCanary(app: Application, canary: { canaryVersion: string; image?: s
 export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promise<void> {
   const app = withPlan(await readApp(deps, input), input.plan);
   const canary = renderCanaryDeployment(app) as KubeObject;
-  await refuseTaken(deps, app, canary);
+  await refuseTaken(deps, app.metadata, canary);
   // The router first: what routes to the canary must say 0% before its pods exist (a Service's selector would
   // otherwise take them the moment they are ready).
   await routerFor(app, input.plan.router).prepare(deps, app, input.route);
@@ -196,7 +196,7 @@ export async function removeCanary(deps: ActivityDeps, input: RemoveCanaryInput)
     }
     if (input.routeOnly) return;
     // Only this Application's: the name may be another Application's own Deployment (web-canary's).
-    await deleteIfOurs(deps, childRef(input, kinds.deployment, canaryName(named(input))), { name: input.name, ...(raw?.metadata.uid ? { uid: raw.metadata.uid } : {}) });
+    await deleteIfOurs(deps, childRef(input, kinds.deployment, canaryName(named(input))), { name: input.name, uid: raw?.metadata.uid });
   } catch (err) {
     if (err instanceof KubeError && err.namespaceTerminating) return;
     throw err;

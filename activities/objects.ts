@@ -113,9 +113,9 @@ export async function refuseTakenName(deps: ActivityDeps, obj: KubeObject, app: 
  * refuseTakenName for a rollout's object (its canary Deployment, the Gateway API's canary Service): the rollout cannot
  * run, and no retry changes that (non-retryable InvalidSpec: it ends at once, the holder named in status).
  */
-export async function refuseTaken(deps: ActivityDeps, app: { metadata: { name: string; uid?: string } }, obj: KubeObject): Promise<void> {
+export async function refuseTaken(deps: ActivityDeps, app: { name: string; uid?: string }, obj: KubeObject): Promise<void> {
   try {
-    await refuseTakenName(deps, obj, { name: app.metadata.name, uid: app.metadata.uid ?? '' });
+    await refuseTakenName(deps, obj, { name: app.name, uid: app.uid ?? '' });
   } catch (err) {
     if (err instanceof NameTakenError) throw ApplicationFailure.nonRetryable(err.message, FailureType.InvalidSpec);
     throw err;

@@ -71,7 +71,7 @@ export function routeShape(route: RouteAsRead | null): unknown {
 export const gatewayAPIRouter: TrafficRouter = {
   async prepare(deps, app, route?: CanaryRoute) {
     const canaryService = renderRouteService(app, 'canary') as unknown as KubeObject;
-    await refuseTaken(deps, app, canaryService);
+    await refuseTaken(deps, app.metadata, canaryService);
     await apply(deps, canaryService);
     if (route && !reachesCanary(route)) await apply(deps, renderHTTPRoute(app, { canary: route }));
   },
@@ -82,7 +82,7 @@ export const gatewayAPIRouter: TrafficRouter = {
     // The mirroring service exists before the route names it, and goes only after the route no longer does.
     if (traefikMirror) await apply(deps, renderMirrorService(app, route.mirror ?? 0));
     await apply(deps, rendered);
-    if (onTraefik(app) && !traefikMirror) await deleteIfOurs(deps, mirrorRef(app), { name: app.metadata.name, ...(app.metadata.uid ? { uid: app.metadata.uid } : {}) });
+    if (onTraefik(app) && !traefikMirror) await deleteIfOurs(deps, mirrorRef(app), app.metadata);
     const read = await readBack(deps, app);
     const expected = readHTTPRouteWeights(rendered, app, traefikMirror ? renderMirrorService(app, route.mirror ?? 0) : null);
     if (!read || !sameJson(read, expected)) throw new Error(`HTTPRoute read back as ${JSON.stringify(read)}, expected ${JSON.stringify(expected)}`);
@@ -111,8 +111,7 @@ export const gatewayAPIRouter: TrafficRouter = {
       heartbeat('traffic restored to stable');
     }
     if (opts?.keepTarget) return;
-    const owner = { name: app.metadata.name, ...(app.metadata.uid ? { uid: app.metadata.uid } : {}) };
-    if (onTraefik(app)) await deleteIfOurs(deps, mirrorRef(app), owner);
-    await deleteIfOurs(deps, canaryServiceRef(app), owner);
+    if (onTraefik(app)) await deleteIfOurs(deps, mirrorRef(app), app.metadata);
+    await deleteIfOurs(deps, canaryServiceRef(app), app.metadata);
   },
 };
