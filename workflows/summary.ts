@@ -2,6 +2,7 @@
 // and `temporal workflow show` reads as the application's story: "set canary weight 30%", "pause 5m", "gate check",
 // "apply children (spec changed)". Pure except for the SDK calls it wraps; safe in workflow code.
 import { condition } from '@temporalio/workflow';
+import { formatDuration } from '../lib/duration.ts';
 
 /** Temporal keeps summaries short; a longer one is cut with an ellipsis rather than refused. */
 const maxSummaryChars = 160;
@@ -29,11 +30,5 @@ export function oneLine(text: string): string {
 
 /** A duration as people write it: 250ms, 45s, 5m, 1h30m. */
 export function duration(ms: number): string {
-  if (ms < 1000) return `${Math.max(0, Math.round(ms))}ms`;
-  const s = Math.round(ms / 1000);
-  if (s < 60) return `${s}s`;
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const rest = s % 60;
-  return [h ? `${h}h` : '', m ? `${m}m` : '', rest ? `${rest}s` : ''].join('');
+  return formatDuration(ms, '');
 }
