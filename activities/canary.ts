@@ -1,5 +1,6 @@
 import { ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import { parseApplication, rolloutRouterOf, type Application } from '../api/application.ts';
+import { runsImage } from '../api/image.ts';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal, type RolloutRouterName } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
@@ -11,7 +12,7 @@ import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, ty
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import { routerFor } from './routers/router.ts';
-import type { CanaryDrift, CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, ObserveInput, PlanInput, RemoveCanaryInput, RouteInput } from './types.ts';
+import type { CanaryDrift, CanaryHealth, CanaryObservation, CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, ObserveInput, PlanInput, RemoveCanaryInput, RouteInput, StableRolledOutInput } from './types.ts';
 import { rolloutKey } from '../reconcile/canary-plan.ts';
 import type { ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
@@ -203,8 +204,12 @@ export async function removeCanary(deps: ActivityDeps, input: RemoveCanaryInput)
   }
 }
 
-/** Promote, first half: the spec's image becomes the canary's (so no later reconcile reverts it), and the stable Deployment runs it. */
-export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promise<void> {
+/**
+ * Promote, first half: the spec's image becomes the canary's (so no later reconcile reverts it), and the stable
+ * Deployment runs it. Returns the image the API server stored, which admission may have rewritten (a pinned digest,
+ * a registry mirror): what stableRolledOut then waits for.
+ */
+export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promise<{ image?: string }> {
   const app = await readApp(deps, input);
   if (app.spec.serviceMesh?.canary?.canaryVersion !== input.plan.version) {
     throw ApplicationFailure.nonRetryable(`the spec's canary changed to ${app.spec.serviceMesh?.canary?.canaryVersion ?? 'none'} during the rollout of ${input.plan.version}`, FailureType.Superseded);
@@ -216,18 +221,25 @@ export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promi
     const reparsed = parseApplication(patched);
     if (reparsed.ok) current = reparsed.app;
   }
-  await deps.kube.apply(renderDeployment(current) as KubeObject, { fieldManager: FIELD_MANAGER });
+  const stored = await deps.kube.apply<KubeObject & ImagedDeployment>(renderDeployment(current) as KubeObject, { fieldManager: FIELD_MANAGER });
+  const image = stored.spec?.template?.spec?.containers?.[0]?.image;
+  return image === undefined ? {} : { image };
 }
 
-/** Whether the stable Deployment has rolled out `image` and is fully available. */
-export async function stableRolledOut(deps: ActivityDeps, input: CanaryRef & { image: string }): Promise<{ done: boolean; message: string }> {
+type ImagedDeployment = ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } };
+
+/**
+ * Whether the stable Deployment has rolled out `image` (or `stored`, what the promote's apply was admitted as, or
+ * `image` pinned to a digest) and is fully available.
+ */
+export async function stableRolledOut(deps: ActivityDeps, input: StableRolledOutInput): Promise<{ done: boolean; message: string }> {
   // The copy in hand when current: the watch that delivers its status is what wakes the promote to look again.
-  const d = await read<KubeObject & ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>(deps, childRef(input, kinds.deployment));
+  const d = await read<KubeObject & ImagedDeployment>(deps, childRef(input, kinds.deployment));
   if (!d) return { done: false, message: 'the stable Deployment does not exist' };
   const image = d.spec?.template?.spec?.containers?.[0]?.image;
   const p = rolloutProgress(d);
   return {
-    done: image === input.image && p.current && p.available >= p.desired,
+    done: (runsImage(image, input.image) || (input.stored !== undefined && image === input.stored)) && p.current && p.available >= p.desired,
     message: `stable runs ${image ?? '?'}: ${p.updated}/${p.desired} updated, ${p.available} available`,
   };
 }

@@ -1,5 +1,5 @@
 import type {
-  CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, ObserveInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput,
+  CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, ObserveInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput, StableRolledOutInput,
   StartJobCheckInput, ReleaseClaimsInput, StopCanaryInput, RevertApplicationInput, ObserveApplicationsInput, FinalizeReleaseInput, SignalCanaryInput,
 } from './types.ts';
 import {
@@ -31,7 +31,7 @@ export function createActivities(deps: ActivityDeps) {
     setCanaryRoute: (input: RouteInput) => setCanaryRoute(deps, input),
     removeCanary: (input: RemoveCanaryInput) => removeCanary(deps, input),
     promoteStable: (input: PlanInput) => promoteStable(deps, input),
-    stableRolledOut: (input: CanaryRef & { image: string }) => stableRolledOut(deps, input),
+    stableRolledOut: (input: StableRolledOutInput) => stableRolledOut(deps, input),
     restoreStableImage: (input: PlanInput) => restoreStableImage(deps, input),
     finishCanarySpec: (input: PlanInput) => finishCanarySpec(deps, input),
     writeCanaryStatus: (input: CanaryStatusInput) => writeCanaryStatus(deps, input),

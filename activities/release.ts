@@ -2,7 +2,8 @@
 // their canaries by changing their specs (so each Application's CR keeps saying what runs), observe them, and write
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { imageAtVersion, parseApplication, type Application } from '../api/application.ts';
+import { parseApplication, type Application } from '../api/application.ts';
+import { imageAtVersion } from '../api/image.ts';
 import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, finalizerRelease, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
 import { KubeError, type Kube, type KubeObject } from '../kube/client.ts';

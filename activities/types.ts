@@ -89,6 +89,14 @@ export interface PlanInput extends CanaryRef {
   route?: CanaryRoute;
 }
 
+/** What a promote waits for the stable Deployment to run. */
+export interface StableRolledOutInput extends CanaryRef {
+  /** The rollout's image. */
+  image: string;
+  /** What the promote's apply was admitted as, when admission rewrote it (promoteStable's result). */
+  stored?: string;
+}
+
 /** The router a rollout started with (its plan's): today's spec may name another, or no canary at all. */
 export interface RouterRef {
   router?: RolloutRouterName;

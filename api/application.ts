@@ -9,6 +9,7 @@ import {
   NOTIFICATION_EVENTS, type NotificationEvent,
   API_VERSION, CHECK_PHASES, DEFAULT_DRAIN_SECONDS, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
 } from './constants.ts';
+import { imageAtVersion } from './image.ts';
 import { parseQuantity } from './quantity.ts';
 import {
   DNS1035_LABEL, DNS1123_LABEL, DNS1123_SUBDOMAIN, LABEL_VALUE, WHITESPACE, bool, digestOk, duration, int, intOrString, issuesMessage, list, oneOf,
@@ -636,12 +637,4 @@ export function canaryImage(spec: ApplicationSpec): string {
   if (canary?.image !== undefined) return canary.image;
   if (canary?.canaryVersion === undefined) throw new Error('the canary has neither an image nor a canaryVersion');
   return imageAtVersion(spec.image, canary.canaryVersion);
-}
-
-/** An image with its tag (or digest) replaced by `version`: registry.example/api:1.0 at 2.0 is registry.example/api:2.0. */
-export function imageAtVersion(image: string, version: string): string {
-  const repository = image.split('@')[0] ?? image;
-  const tagAt = repository.lastIndexOf(':');
-  const untagged = tagAt > repository.lastIndexOf('/') ? repository.slice(0, tagAt) : repository;
-  return `${untagged}:${version}`;
 }

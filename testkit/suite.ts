@@ -38,6 +38,8 @@ export function operatorSuite(prefix: string, opts: {
     if (opts.routes) routes = recordRoutes(ns.name);
   });
   after(async () => {
+    // A test that failed before stopping the recorder would otherwise keep the file running until its timeout.
+    await routes?.stop();
     await op?.stop();
     await closeTemporal();
     await opts.tearDown?.();

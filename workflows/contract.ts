@@ -174,8 +174,11 @@ export type RolloutPosition =
   | { at: 'start' }
   /** At step `step`; `done` once that step is over (the rollout may be held before the next one). */
   | { at: 'steps'; step: number; done: boolean }
-  /** Promoting; `stableUpdated` once the stable Deployment was given the canary's image. */
-  | { at: 'promote'; stableUpdated: boolean }
+  /**
+   * Promoting; `stableUpdated` once the stable Deployment was given the canary's image, `stableImage` what the API
+   * server stored it as (admission may pin a digest or rewrite the registry).
+   */
+  | { at: 'promote'; stableUpdated: boolean; stableImage?: string }
   /** Undoing: `stop` says why; the undo stack holds what is left to undo. */
   | { at: 'compensate'; stop: Interruption };
 

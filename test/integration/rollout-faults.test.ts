@@ -176,6 +176,56 @@ describe('names another Application holds (web and web-canary, web and web-previ
   });
 });
 
+describe('admission that rewrites images (a registry mirror and a pinned digest, as a policy engine does)', () => {
+  const digest = `sha256:${'0'.repeat(63)}1`;
+  const policy = (ns: string) => {
+    const rule = { apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] };
+    const rewritten = `object.spec.template.spec.containers.filter(c, !c.image.startsWith('mirror.local/')).map(c, Object.spec.template.spec.containers{name: c.name, image: 'mirror.local/' + c.image + '@${digest}'})`;
+    return [{
+      apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicy', metadata: { name: `mirror-${ns}` },
+      spec: {
+        matchConstraints: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } }, resourceRules: [rule] },
+        matchConditions: [{ name: 'unmirrored', expression: "object.spec.template.spec.containers.exists(c, !c.image.startsWith('mirror.local/'))" }],
+        failurePolicy: 'Fail', reinvocationPolicy: 'Never',
+        mutations: [{ patchType: 'ApplyConfiguration', applyConfiguration: { expression: `Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{containers: ${rewritten}}}}}` } }],
+      },
+    }, {
+      apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicyBinding', metadata: { name: `mirror-${ns}` }, spec: { policyName: `mirror-${ns}` },
+    }];
+  };
+  let bound = '';
+  const s = operatorSuite('mirror', {
+    routes: true,
+    setUp: async (ns) => {
+      bound = ns;
+      await kube(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: policy(ns) }));
+    },
+    tearDown: async () => {
+      if (bound) await kube(['delete', 'mutatingadmissionpolicybindings.v1beta1.admissionregistration.k8s.io,mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `mirror-${bound}`, '--ignore-not-found']);
+    },
+  });
+
+  it('a canary admitted as another image gets its traffic, is not taken for a hand edit, and its promote finishes', async () => {
+    // The policy takes a moment to reach the API server's admission chain: wait until a Deployment is rewritten.
+    await applyAsUser(meshApp(s.ns, 'mir'));
+    await waitForObject('the policy rewrites the stable Deployment', () => getDeployment(s.ns, 'mir'),
+      (d) => d?.spec?.template?.spec?.containers?.[0]?.image === `mirror.local/nginx:1.25@${digest}`, 30_000);
+    await waitForPhase(s.ns, 'mir', 'Running');
+    await applyAsUser(meshApp(s.ns, 'mir', { canaryVersion: 'v2', healthGates: { interval: '2s', failureThreshold: 2 }, steps: [{ setWeight: 30 }, { pause: { duration: '6s' } }] }));
+    await waitWeights(s.ns, 'mir', 30, 60_000);
+    const app = await waitCanaryPhase(s.ns, 'mir', 'Promoted', 90_000);
+    assert.equal(app.spec.image, 'nginx:v2', 'the spec says what the user wrote, not what admission made of it');
+    const stable = await getDeployment(s.ns, 'mir');
+    assert.equal(stable!.spec.template.spec.containers[0].image, `mirror.local/nginx:v2@${digest}`);
+    assert.equal(await getDeployment(s.ns, 'mir-canary'), null, 'the canary removed');
+    await waitForPhase(s.ns, 'mir', 'Running');
+    const repaired = await kubeJson<{ items: unknown[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=mir,reason=CanaryRepaired']);
+    assert.equal(repaired.items.length, 0, 'what admission wrote is not a hand edit');
+    const { violations } = await s.routes.stop();
+    assert.deepEqual(violations, []);
+  });
+});
+
 describe('deleting a namespace with a canary in flight', () => {
   let op: OperatorProcess;
   let ns: { name: string; cleanup: () => Promise<void> };

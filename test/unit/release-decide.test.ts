@@ -66,6 +66,12 @@ describe('reverted and stopped', () => {
     assert.equal(reverted(obs('a', { running: false }), 'a:old'), false);
     assert.equal(reverted({ name: 'a', exists: false, running: false }, 'a:old'), true);
   });
+  test('a Deployment admission pinned to a digest runs the old image; one with another tag or digest does not', () => {
+    const digest = `sha256:${'0'.repeat(63)}1`;
+    assert.equal(reverted(obs('a', { deploymentImage: `a:old@${digest}` }), 'a:old'), true);
+    assert.equal(reverted(obs('a', { deploymentImage: `a:v2@${digest}` }), 'a:old'), false);
+    assert.equal(reverted(obs('a', { deploymentImage: `a@${digest}` }), 'a:old'), false, 'the tag dropped: the digest may be any tag\'s');
+  });
   test('stopped once its canary ended, or never started', () => {
     assert.equal(stopped(obs('a', { phase: 'Aborted' }), 'v2'), true);
     assert.equal(stopped(obs('a', { phase: 'Paused' }), 'v2'), false);

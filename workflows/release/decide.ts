@@ -1,7 +1,7 @@
 // A Release's decisions as pure functions: what a wave's observations say, where each Application stands, and in
 // which order a rollback goes.
-import { RolloutPhase, isTerminal, releaseAppKey } from '../../api/constants.ts';
-import { ReleaseAppPhase } from '../../api/constants.ts';
+import { ReleaseAppPhase, RolloutPhase, isTerminal, releaseAppKey } from '../../api/constants.ts';
+import { runsImage } from '../../api/image.ts';
 import type { AppObservation } from '../../activities/release.ts';
 import type { ReleaseAppState } from '../contract.ts';
 import type { WavePlan } from '../../reconcile/wave-plan.ts';
@@ -73,9 +73,12 @@ export function rollbackOrder(apps: ReleaseAppState[]): ReleaseAppState[] {
   return apps.map((a, i) => ({ a, i })).filter(({ a }) => a.phase === ReleaseAppPhase.Promoted).sort((x, y) => y.a.wave - x.a.wave || y.i - x.i).map(({ a }) => a);
 }
 
-/** A reverted Application is back where it was: its spec and stable Deployment run the previous image, and it is Running (or it is gone). */
+/**
+ * A reverted Application is back where it was: its spec and stable Deployment run the previous image (the Deployment
+ * may run it pinned to a digest), and it is Running (or it is gone).
+ */
 export function reverted(o: AppObservation, previousImage: string): boolean {
-  return !o.exists || (o.specImage === previousImage && o.deploymentImage === previousImage && o.running);
+  return !o.exists || (o.specImage === previousImage && runsImage(o.deploymentImage, previousImage) && o.running);
 }
 
 /** A canary the Release stopped has ended (or never started). */

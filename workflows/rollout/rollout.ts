@@ -485,14 +485,16 @@ export class Rollout {
       await this.publish(RolloutPhase.Promoting, `promoting${by}: stable Deployment takes ${this.plan.image}`, Reason.CanaryPromoting);
     }
     if (!this.m.position.stableUpdated) {
-      await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
+      // Histories from before promoteStable said what was stored have none (undefined).
+      const stored: { image?: string } | undefined = await this.call(`promote: the stable Deployment takes ${this.plan.image}`, acts.promoteStable, { ...this.ref, plan: this.plan });
       this.undos.push('restoreStableImage');
-      this.m.position = { at: 'promote', stableUpdated: true };
+      this.m.position = { at: 'promote', stableUpdated: true, ...(stored?.image !== undefined && stored.image !== this.plan.image ? { stableImage: stored.image } : {}) };
     }
+    const stored = this.m.position.stableImage;
     this.awaitingStable = true;
     for (;;) {
       this.stableChanged = false;
-      const stable = await this.call(`check that stable runs ${this.plan.image}`, checks.stableRolledOut, { ...this.ref, image: this.plan.image });
+      const stable = await this.call(`check that stable runs ${this.plan.image}`, checks.stableRolledOut, { ...this.ref, image: this.plan.image, ...(stored ? { stored } : {}) });
       if (stable.done) break;
       this.state.message = stable.message;
       // Between polls gates keep running and an abort is still honoured; the stable Deployment's status changing
