@@ -142,6 +142,15 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.deepEqual(run.r.weights(), [10, 0], 'the 90% step never ran');
   });
 
+  it('a promote waits for the image the API server stored when admission rewrote it (a mirror, a pinned digest)', async () => {
+    const stored = `mirror.local/app:v2@sha256:${'0'.repeat(64)}`;
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { stableStoredAs: stored });
+    const result = await finish(run);
+    assert.equal(result.phase, 'Promoted', result.message);
+    const asked = run.r.calls.filter((c) => c.name === 'stableRolledOut').map((c) => c.input['stored']);
+    assert.deepEqual(asked, [stored]);
+  });
+
   it('abort during promote restores the stable image, then removes the canary', async () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { stableDoneAt: 1_000_000 });
     await run.r.until('promoting', (r) => r.count('stableRolledOut') >= 2);

@@ -39,6 +39,8 @@ export interface Script {
   metrics?: (n: number, metric: string) => { value: number | null; error?: string };
   /** stableRolledOut says done from this call on (0-based; default 0). */
   stableDoneAt?: number;
+  /** What promoteStable says the API server stored (admission rewrote the image); stableRolledOut then says done only when asked for it. */
+  stableStoredAs?: string;
   /** The n-th reconcile pass's answer (0-based); default: a Running app without a canary. */
   reconcile?: (n: number, input: ReconcileInput) => Partial<ReconcileResult> | Error;
   /** A Release: its plan, whether its claim is refused, and how each Application's canary goes. */
@@ -206,8 +208,13 @@ export class Recorder {
         const queries = input['queries'] as { name: string }[];
         return queries.map((q) => ({ name: q.name, ...(this.script.metrics?.(n, q.name) ?? { value: null, error: 'no data (scripted)' }) })) satisfies MetricValue[];
       }
-      case 'stableRolledOut':
+      case 'promoteStable':
+        return this.script.stableStoredAs ? { image: this.script.stableStoredAs } : {};
+      case 'stableRolledOut': {
+        const storedAs = this.script.stableStoredAs;
+        if (storedAs && input['stored'] !== storedAs) return { done: false, message: `stable runs ${storedAs}, asked for ${String(input['image'])}` };
         return { done: n >= (this.script.stableDoneAt ?? 0), message: `stable rolling out (poll ${n})` };
+      }
       case 'runHttpCheck': {
         const check = (input['check'] as { name: string }).name;
         const r = this.script.http?.(n, check) ?? { verdict: 'pass' };
