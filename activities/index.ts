@@ -1,5 +1,5 @@
 import type {
-  CanaryRef, CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, ObserveInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput, StableRolledOutInput,
+  CanaryStatusInput, CloseCanaryStatusInput, FinalizeInput, HttpCheckInput, JobCheckRef, MetricsInput, ObserveInput, PlanInput, ReconcileInput, RemoveCanaryInput, RouteInput, StableRolledOutInput,
   StartJobCheckInput, ReleaseClaimsInput, StopCanaryInput, RevertApplicationInput, ObserveApplicationsInput, FinalizeReleaseInput, SignalCanaryInput,
 } from './types.ts';
 import {

@@ -25,7 +25,17 @@ export class KubeError extends Error {
   get permanent(): boolean {
     // Server-side apply answers a field the schema does not declare with a 500 that no retry can fix.
     const badPatch = this.status === 500 && this.message.includes('failed to create typed patch object');
-    return this.status === 400 || this.status === 422 || this.status === 415 || badPatch || this.unservedType;
+    return this.status === 400 || this.status === 422 || this.status === 415 || badPatch || this.unservedType || this.deniedByAdmission;
+  }
+
+  /**
+   * True when admission refused the object for what it says (403): a ValidatingAdmissionPolicy or a webhook denied
+   * it, a ResourceQuota would be exceeded, a LimitRange bounds it. The same request is refused again until the
+   * object or the policy changes; a 403 of authorization (`cannot patch resource`) or of a namespace admission
+   * not ready yet (after an API server restart) is not this.
+   */
+  get deniedByAdmission(): boolean {
+    return this.status === 403 && /denied (?:the )?request|exceeded quota|usage per (?:Container|Pod|PersistentVolumeClaim) is|limit to request ratio/.test(this.message);
   }
 
   /** True when the API server does not serve the object's type at all (its CRD is not installed). */

@@ -45,6 +45,7 @@ export interface OperatorConfig {
   progressRecheckSeconds: number;
   releasePollSeconds: number;
   resyncSeconds: number;
+  refusedRetrySeconds: number;
   coalesceMs: number;
   /** How often the watcher checks Temporal for lost workflows and rollouts closed without finishing (0: never). */
   sweepSeconds: number;
@@ -123,6 +124,7 @@ export function withOperatorOptions(cmd: Command): Command {
     .addOption(new Option('--progress-recheck-seconds <s>', 're-check a rollout in progress this often besides events').env('PROGRESS_RECHECK_SECONDS').argParser(int).default(30))
     .addOption(new Option('--release-poll-seconds <s>', 'a running Release looks at its Applications this often besides the watcher\'s signals').env('RELEASE_POLL_SECONDS').argParser(int).default(30))
     .addOption(new Option('--resync-seconds <s>', 're-apply converged apps this often (0: only on events)').env('RESYNC_SECONDS').argParser(int).default(0))
+    .addOption(new Option('--refused-retry-seconds <s>', 'apply a child the API server refused (admission, quota, missing CRD) again after this long, doubling to ten times as long; a change of the Application tries at once').env('REFUSED_RETRY_SECONDS').argParser(int).default(30))
     .addOption(new Option('--sweep-seconds <s>', 'check Temporal this often for Applications and Releases whose workflow is gone (restarted), workflows whose object is gone (told, so that they end) and rollouts whose workflow closed without finishing (rolled back); 0: never').env('SWEEP_SECONDS').argParser(int).default(30))
     .addOption(new Option('--coalesce-ms <ms>', 'an app\'s first event is signalled at once; later ones within this window of a signal become one more').env('COALESCE_MS').argParser(int).default(300))
     .addOption(new Option('--no-register-search-attributes', 'do not register the AppNamespace/AppName/AppPhase search attributes at start'))
@@ -181,6 +183,7 @@ export function operatorConfig(opts: Record<string, unknown>): OperatorConfig {
     progressRecheckSeconds: opts['progressRecheckSeconds'] as number,
     releasePollSeconds: (opts['releasePollSeconds'] as number | undefined) ?? 30,
     resyncSeconds: opts['resyncSeconds'] as number,
+    refusedRetrySeconds: (opts['refusedRetrySeconds'] as number | undefined) ?? 30,
     coalesceMs: opts['coalesceMs'] as number,
     sweepSeconds: (opts['sweepSeconds'] as number | undefined) ?? 30,
     registerSearchAttributes: opts['registerSearchAttributes'] !== false,

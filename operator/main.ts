@@ -338,7 +338,7 @@ export async function runOperator(cfg: OperatorConfig, opts: RunOptions = {}): P
       const wt = new Watcher({
         kube, recent, temporal: client, taskQueue: cfg.taskQueue, eagerStart: shared !== undefined, namespaces: cfg.namespaces, log: log.child({ module: 'watcher' }),
         coalesceMs: cfg.coalesceMs,
-        loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds },
+        loopOptions: { progressRecheckSeconds: cfg.progressRecheckSeconds, resyncSeconds: cfg.resyncSeconds, refusedRetrySeconds: cfg.refusedRetrySeconds },
         releaseOptions: { pollSeconds: cfg.releasePollSeconds },
         onSignal: (reason, ok) => metrics.signals.inc({ reason, result: ok ? 'ok' : 'error' }),
         onStart: (how) => metrics.starts.inc({ first_task: how }),

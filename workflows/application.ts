@@ -70,6 +70,10 @@ function reportedFailure(err: unknown): ApplicationFailure | undefined {
 // many Applications goes faster), then as the activity above if that failed. Histories from before ran it as one.
 const localFinalizePatch = 'finalize-as-local-activity';
 const inlineFinalizePatch = 'finalize-in-the-deleted-pass';
+// A child the API server refused (admission denied it, a quota or CRD is missing) is applied again after a while, in
+// case the policy, quota or CRD changed (LoopOptions.refusedRetrySeconds, doubling to ten times that), and at once on
+// any change. Runs from before waited for a change.
+const retryRefusedPatch = 'retry-refused-applies';
 
 /**
  * Patches a run takes as given, by patch level (the run's input `patchLevel`). Each patch a run meets costs its history
@@ -149,6 +153,8 @@ class ApplicationEntity {
   private publishedPhase: string | undefined;
   /** A rollout could not start yet (another of this app's is closing): look again in a second. */
   private retrySoon = false;
+  /** Passes in a row the API server refused a child of (ApplyRejected): how long until the next try. */
+  private refusedPasses = 0;
   /** Passes this run made: what decides continue-as-new when events leave no wait between passes. */
   private passesThisRun = 0;
   /** Why the current pass runs and which children changed, for its activity's summary. */
@@ -248,9 +254,13 @@ class ApplicationEntity {
    */
   async nextPass(): Promise<boolean | null> {
     if (this.pending.size === 0) {
-      const wait = this.retrySoon ? 1 : this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
+      const retryRefused = this.refusedPasses > 0 && !this.retrySoon && hasPatch(this.patchLevel, retryRefusedPatch);
+      const refusedWait = Math.min(2 ** (this.refusedPasses - 1), 10) * this.opts.refusedRetrySeconds;
+      const wait = this.retrySoon ? 1 : retryRefused ? (this.opts.resyncSeconds > 0 ? Math.min(refusedWait, this.opts.resyncSeconds) : refusedWait)
+        : this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
       const woken = () => this.pending.size > 0 || this.rolloutFinished;
-      const why = this.retrySoon ? 'start the canary rollout again' : this.progressing ? 'the Deployment is rolling out: look again' : 'resync';
+      const why = this.retrySoon ? 'start the canary rollout again' : retryRefused ? 'apply what the API server refused again'
+        : this.progressing ? 'the Deployment is rolling out: look again' : 'resync';
       this.retrySoon = false;
       const timedOut = wait > 0 ? !(await waitFor(woken, wait * 1000, `${why} in ${duration(wait * 1000)}`)) : (await condition(woken), false);
       if (timedOut) this.pending.add(this.progressing ? 'child-status' : 'resync');
@@ -316,6 +326,7 @@ class ApplicationEntity {
       this.state.passes++;
       this.passesThisRun++;
       if (result.outcome === 'reconciled') {
+        this.refusedPasses = 0;
         this.progressing = result.progressing ?? false;
         if (result.phase) this.state.phase = result.phase;
         if (result.generation !== undefined) this.state.generation = result.generation;
@@ -328,6 +339,8 @@ class ApplicationEntity {
       this.state.phase = 'Failed';
       this.state.message = cause.message;
       this.progressing = false;
+      // An invalid spec stays invalid until it changes (an event); a refused apply may pass once a policy changes.
+      this.refusedPasses = cause.type === FailureType.ApplyRejected ? this.refusedPasses + 1 : 0;
       log.warn('reconcile rejected', { reason: cause.type, message: cause.message });
       this.publish(`**Failed** (${cause.type}): ${cause.message}`);
       return null;

@@ -44,11 +44,16 @@ export interface LoopOptions {
   progressRecheckSeconds: number;
   /** A converged app is re-applied this often as a safety net besides events (0 = never). */
   resyncSeconds: number;
+  /**
+   * A child the API server refused (admission denied it, a quota, a missing CRD) is applied again after this long,
+   * doubling to ten times as long, in case the policy changed; a change of the Application tries at once.
+   */
+  refusedRetrySeconds: number;
   /** Continue-as-new once the history reaches this many events (or when the server suggests it). */
   maxHistoryEvents: number;
 }
 
-export const defaultLoopOptions: Readonly<LoopOptions> = { progressRecheckSeconds: 30, resyncSeconds: 0, maxHistoryEvents: defaultMaxHistoryEvents };
+export const defaultLoopOptions: Readonly<LoopOptions> = { progressRecheckSeconds: 30, resyncSeconds: 0, refusedRetrySeconds: 30, maxHistoryEvents: defaultMaxHistoryEvents };
 
 export interface ApplicationWorkflowInput {
   namespace: string;

@@ -282,6 +282,73 @@ describe('reconciler', () => {
 // gives the Application a phase): Temporal queues the first task, and a second change before any status finds the
 // workflow running and signals it. A child's event before the first status (a pass created the child, its status
 // write not seen yet) is a signal with no start tried (230 of 1,000 creates in a benchmark tried one first).
+describe('admission that refuses a child (a ValidatingAdmissionPolicy, as a policy engine or a quota does: 403 Forbidden)', () => {
+  const vap = (ns: string, max: number) => ({
+    apiVersion: 'v1', kind: 'List', items: [{
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name: `max-replicas-${ns}` },
+      spec: {
+        failurePolicy: 'Fail',
+        matchConstraints: {
+          namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+          resourceRules: [{ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] }],
+        },
+        validations: [{ expression: `object.spec.replicas <= ${max}`, message: `at most ${max} replicas in this namespace`, reason: 'Forbidden' }],
+      },
+    }, {
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: `max-replicas-${ns}` },
+      spec: { policyName: `max-replicas-${ns}`, validationActions: ['Deny'] },
+    }],
+  });
+  let bound = '';
+  const retrySeconds = 20;
+  const s = operatorSuite('denied', {
+    operator: { extraArgs: [`--refused-retry-seconds=${retrySeconds}`] },
+    setUp: async (ns) => {
+      bound = ns;
+      await kube(['apply', '-f', '-'], JSON.stringify(vap(ns, 3)));
+    },
+    tearDown: async () => {
+      if (bound) await kube(['delete', 'validatingadmissionpolicybindings,validatingadmissionpolicies', `max-replicas-${bound}`, '--ignore-not-found']);
+    },
+  });
+  const degraded = (a: Json | null) => a?.status?.conditions?.find((c: Json) => c.type === 'Degraded');
+
+  it('a refused change says so at once (Failed, ApplyFailed, the policy\'s words), leaves the running Deployment as it was, and its fix applies at once', async () => {
+    await apply(appManifest(s.ns, 'capped', { image: 'nginx:1.25', replicas: 2 }));
+    await waitForPhase(s.ns, 'capped', 'Running');
+    const before = await getDeployment(s.ns, 'capped');
+    await apply(appManifest(s.ns, 'capped', { image: 'nginx:1.25', replicas: 5 }));
+    // Before, a 403 was retried without end while status said Running, "no problems".
+    const app = await waitForObject('the refusal in status', () => getApp(s.ns, 'capped'), (a) => a?.status?.phase === 'Failed', 15_000);
+    assert.equal(degraded(app)?.status, 'True');
+    assert.equal(degraded(app)?.reason, 'ApplyFailed');
+    assert.match(degraded(app)?.message ?? '', /ValidatingAdmissionPolicy 'max-replicas-[a-z0-9-]+' .*denied request: at most 3 replicas in this namespace/);
+    const after = await getDeployment(s.ns, 'capped');
+    assert.equal(after!.metadata.resourceVersion, before!.metadata.resourceVersion, 'the running Deployment untouched');
+    // A fix is a change: applied at once, not at the next retry.
+    const fixed = Date.now();
+    await apply(appManifest(s.ns, 'capped', { image: 'nginx:1.25', replicas: 3 }));
+    await waitForObject('the fix applied', () => getDeployment(s.ns, 'capped'), (d) => d?.spec?.replicas === 3, 15_000);
+    assert.ok(Date.now() - fixed < retrySeconds * 1000, 'applied on the change, not on the retry timer');
+    await waitForObject('Running again, no longer degraded', () => getApp(s.ns, 'capped'), (a) => a?.status?.phase === 'Running' && degraded(a)?.status === 'False', 15_000);
+  });
+
+  it('a first apply refused leaves nothing, and is applied by itself once the policy allows it', async () => {
+    await apply(appManifest(s.ns, 'waits', { image: 'nginx:1.25', replicas: 5 }));
+    const app = await waitForObject('the refusal in status', () => getApp(s.ns, 'waits'), (a) => degraded(a)?.reason === 'ApplyFailed', 15_000);
+    assert.equal(app!.status.phase, 'Failed');
+    assert.equal(await getDeployment(s.ns, 'waits'), null, 'nothing half-applied');
+    assert.equal(await getObject('v1', 'Service', s.ns, 'waits'), null, 'nothing half-applied');
+    const generation = app!.metadata.generation;
+    await kube(['apply', '-f', '-'], JSON.stringify(vap(s.ns, 10)));
+    // No change of the Application: the retry timer applies it (20 s, then 40 s...).
+    await waitForObject('applied once the policy allows it', () => getDeployment(s.ns, 'waits'), (d) => d?.spec?.replicas === 5, (retrySeconds * 3 + 15) * 1000);
+    const running = await waitForPhase(s.ns, 'waits', 'Running');
+    assert.equal(running.metadata.generation, generation, 'nobody touched the Application');
+    assert.equal(degraded(running)?.status, 'False');
+  });
+});
+
 describe('the watcher\'s start of a new Application', () => {
   it('queues the first task when no worker of its connection polls, signals a workflow that runs already, and tries no start for a child\'s event', async () => {
     const ns = await testNamespace('starts');

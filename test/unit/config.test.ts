@@ -39,6 +39,7 @@ const defaults: OperatorConfig = {
   progressRecheckSeconds: 30,
   releasePollSeconds: 30,
   resyncSeconds: 0,
+  refusedRetrySeconds: 30,
   coalesceMs: 300,
   sweepSeconds: 30,
   registerSearchAttributes: true,

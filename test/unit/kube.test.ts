@@ -88,9 +88,18 @@ describe('KubeError.permanent', () => {
     { status: 429, reason: 'TooManyRequests', message: 'too many requests', permanent: false },
     { status: 503, reason: 'ServiceUnavailable', message: 'failed to create typed patch object', permanent: false },
     { status: 404, reason: 'NotFound', message: 'deployments.apps "shop" not found', permanent: false },
+    // Admission refused what the object says: the same request is refused again until it or the policy changes.
+    { status: 403, reason: 'Forbidden', message: 'deployments.apps "shop" is forbidden: ValidatingAdmissionPolicy \'max-replicas\' with binding \'max-replicas\' denied request: at most 5 replicas', permanent: true },
+    { status: 403, reason: 'Forbidden', message: 'admission webhook "validate.kyverno.svc-fail" denied the request: policy require-labels: fail', permanent: true },
+    { status: 403, reason: 'Forbidden', message: 'persistentvolumeclaims "db" is forbidden: exceeded quota: storage, requested: requests.storage=5Gi, used: requests.storage=0, limited: requests.storage=1Gi', permanent: true },
+    { status: 403, reason: 'Forbidden', message: 'persistentvolumeclaims "db" is forbidden: maximum storage usage per PersistentVolumeClaim is 1Gi, but request is 5Gi', permanent: true },
+    // Authorization may be granted, a namespace admission may become ready, a namespace being deleted is its own case.
+    { status: 403, reason: 'Forbidden', message: 'deployments.apps "shop" is forbidden: User "system:serviceaccount:ops:operator" cannot patch resource "deployments" in API group "apps" in the namespace "prod"', permanent: false },
+    { status: 403, reason: 'Forbidden', message: 'deployments.apps "shop" is forbidden: not yet ready to handle request', permanent: false },
+    { status: 403, reason: 'Forbidden', message: 'deployments.apps "shop" is forbidden: unable to create new content in namespace prod because it is being terminated', permanent: false },
   ];
   for (const c of cases) {
-    test(`${c.status} ${c.reason}${c.status === 500 || c.status === 503 ? `: ${c.message.slice(0, 30)}` : ''}`, () => {
+    test(`${c.status} ${c.reason}${[403, 500, 503].includes(c.status) ? `: ${c.message.slice(-60)}` : ''}`, () => {
       const err = new KubeError(c.status, c.reason, c.message);
       assert.equal(err.permanent, c.permanent);
       assert.ok(err instanceof Error);

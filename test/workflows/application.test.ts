@@ -200,6 +200,29 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  it('a refused apply is tried again by itself after refusedRetrySeconds, doubling; an invalid spec waits for its change', async () => {
+    const run = await startApp({
+      reconcile: (n) => (n <= 2 ? failure(FailureType.ApplyRejected, 'denied request: at most 3 replicas') : n === 4 ? failure(FailureType.InvalidSpec, 'spec.image: must not be empty') : {}),
+    }, { refusedRetrySeconds: 1 });
+    await run.r.until('three refusals, then a pass', (r) => r.count('reconcileApplication') === 4);
+    await stateUntil(run.handle, (st) => st.phase === 'Running');
+    const at = run.r.calls.filter((c) => c.name === 'reconcileApplication').map((c) => c.at);
+    // Timers never fire early: 1 s, then 2 s, then 4 s after each refusal.
+    for (const [i, seconds] of [[1, 1], [2, 2], [3, 4]] as const) assert.ok(at[i]! - at[i - 1]! >= seconds * 1000 - 50, `retry ${i} came ${at[i]! - at[i - 1]!} ms after the refusal`);
+    await change(run);
+    await run.r.until('the invalid spec', (r) => r.count('reconcileApplication') === 5);
+    await stateUntil(run.handle, (st) => st.phase === 'Failed');
+    await sleep(2500);
+    assert.equal(run.r.count('reconcileApplication'), 5, 'an invalid spec is not retried');
+    const events = (await run.handle.fetchHistory()).events ?? [];
+    const patches = events.filter((e) => e.markerRecordedEventAttributes?.markerName === 'core_patch')
+      .flatMap((e) => Object.values(e.markerRecordedEventAttributes?.details ?? {}).flatMap((d) => d.payloads ?? []))
+      .map((p) => Buffer.from(p.data ?? []).toString());
+    assert.ok(patches.some((p) => p.includes('retry-refused-applies')), `the retry is behind a patch marker (histories from before waited for a change): ${JSON.stringify(patches)}`);
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
   it('any other reconcile failure is retried: a few times as a local activity, then as an activity the UI shows pending with its last failure', async () => {
     let apiDown = true;
     const run = await startApp({ fail: { reconcileApplication: () => (apiDown ? new Error('API server unavailable') : undefined) } });
