@@ -69,11 +69,22 @@ export async function prepareCanary(deps: ActivityDeps, input: PlanInput): Promi
   const app = withPlan(await readApp(deps, input), input.plan);
   const canary = renderCanaryDeployment(app) as KubeObject;
   await refuseTaken(deps, app.metadata, canary);
-  // The router first: what routes to the canary must say 0% before its pods exist (a Service's selector would
-  // otherwise take them the moment they are ready).
-  await routerFor(app, input.plan.router).prepare(deps, app, input.route);
-  heartbeat('router prepared');
-  await deps.kube.apply(canary, { fieldManager: FIELD_MANAGER });
+  const router = routerFor(app, input.plan.router);
+  try {
+    // The router first: what routes to the canary must say 0% before its pods exist (a Service's selector would
+    // otherwise take them the moment they are ready).
+    await router.prepare(deps, app, input.route);
+    heartbeat('router prepared');
+    await deps.kube.apply(canary, { fieldManager: FIELD_MANAGER });
+  } catch (err) {
+    if (!(err instanceof KubeError && err.permanent)) throw err;
+    // Refused for what it says (invalid, or denied by admission: a policy, a quota): the same apply is refused until
+    // the spec or the policy changes, so the rollout ends now with the API server's words, not at its deadline. What
+    // the router prepared goes first (the rollout registers its undo only once the canary exists); should that
+    // fail, the activity is tried again, refusal and all.
+    await router.remove(deps, app, { keepTarget: false });
+    throw ApplicationFailure.nonRetryable(`the API server refused the ${input.plan.strategy === 'blueGreen' ? 'preview' : 'canary'}: ${err.message}`, FailureType.ApplyRejected);
+  }
 }
 
 /**

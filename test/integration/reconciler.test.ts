@@ -13,7 +13,8 @@ import { applicationWorkflowId, rolloutWorkflowId } from '../../workflows/contra
 import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, kubeApi, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { testEnv, workflowBundle } from '../../testkit/env.ts';
 import { startOperator, testFlags } from '../../testkit/operator.ts';
-import { waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
+import { virtualService, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
+import { readRouteWeights } from '../../render/istio.ts';
 import { eventually } from '../../lib/poll.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
 import { createLogger } from '../../operator/log.ts';
@@ -331,6 +332,25 @@ describe('admission that refuses a child (a ValidatingAdmissionPolicy, as a poli
     await waitForObject('the fix applied', () => getDeployment(s.ns, 'capped'), (d) => d?.spec?.replicas === 3, 15_000);
     assert.ok(Date.now() - fixed < retrySeconds * 1000, 'applied on the change, not on the retry timer');
     await waitForObject('Running again, no longer degraded', () => getApp(s.ns, 'capped'), (a) => a?.status?.phase === 'Running' && degraded(a)?.status === 'False', 15_000);
+  });
+
+  it('a canary the policy refuses is rolled back at once with the policy\'s words, not retried until its deadline (30 min)', async () => {
+    const mesh = (canary?: Json) => appManifest(s.ns, 'tall', {
+      image: 'nginx:1.25', replicas: 2, serviceMesh: { enabled: true, ...(canary ? { canary: { enabled: true, ...canary } } : {}) },
+    });
+    await apply(mesh());
+    await waitForPhase(s.ns, 'tall', 'Running');
+    await apply(mesh({ canaryVersion: 'v2', replicas: 5, steps: [{ setWeight: 20 }] }));
+    const app = await waitCanaryPhase(s.ns, 'tall', 'RolledBack', 30_000);
+    assert.equal(app.status.canary.reason, 'ApplyRejected');
+    assert.match(app.status.canary.message, /the API server refused the canary: .*denied request: at most 3 replicas in this namespace/);
+    assert.equal(await getDeployment(s.ns, 'tall-canary'), null, 'no canary left');
+    const vs = await virtualService(s.ns, 'tall');
+    const w = readRouteWeights(vs);
+    assert.deepEqual([w?.stable, w?.canary, w?.headerRoute, w?.mirror], [100, 0, false, 0], 'all traffic on stable');
+    assert.doesNotMatch(JSON.stringify(vs?.spec ?? {}), /tall-canary|"subset":"canary"/, 'no route to the canary left');
+    assert.equal((await getDeployment(s.ns, 'tall'))!.spec.template.spec.containers[0].image, 'nginx:1.25', 'stable untouched');
+    await waitForPhase(s.ns, 'tall', 'Running');
   });
 
   it('a first apply refused leaves nothing, and is applied by itself once the policy allows it', async () => {

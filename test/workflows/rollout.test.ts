@@ -336,6 +336,17 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     assert.equal(run.r.count('removeCanary'), 1);
   });
 
+  it('ApplyRejected from creating the canary (admission denied it) rolls back at once: one try, no retries until the deadline', async () => {
+    const run = await start(plan(), { fail: { prepareCanary: () => failure(FailureType.ApplyRejected, 'the API server refused the canary: denied request: at most 3 replicas') } });
+    const result = await finish(run);
+    assert.equal(result.phase, 'RolledBack');
+    assert.match(result.message, /ApplyRejected: the API server refused the canary: denied request/);
+    assert.equal(run.r.last()?.reason, 'ApplyRejected');
+    assert.equal(run.r.count('prepareCanary'), 1);
+    assert.equal(run.r.count('setCanaryRoute'), 0, 'no traffic moved');
+    assert.equal(run.r.count('removeCanary'), 0, 'the activity took back what it prepared: no canary to remove');
+  });
+
   it('Superseded at promote (the spec changed meanwhile) rolls back instead of promoting a stale canary', async () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { fail: { promoteStable: () => failure(FailureType.Superseded) } });
     const result = await finish(run);

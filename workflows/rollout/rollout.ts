@@ -27,7 +27,7 @@ import { startNotification, type NotificationInput } from '../notify.ts';
 import type { canaryRolloutWorkflow } from './workflow.ts';
 
 /** Failures no retry can fix: the rollout acts on them at once. */
-export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.Superseded, FailureType.CheckNotAllowed];
+export const fatalFailures: string[] = [FailureType.CanaryNotReady, FailureType.ApplicationGone, FailureType.InvalidSpec, FailureType.ApplyRejected, FailureType.Superseded, FailureType.CheckNotAllowed];
 
 
 // A few quick attempts per call (a worker killed mid-activity is noticed in 20 s); past them the rollout says in
