@@ -4,7 +4,7 @@ import { runsImage } from '../api/image.ts';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { API_VERSION, FIELD_MANAGER, FailureType, KIND, LABEL_NAME, LABEL_VERSION, canaryName, childName, isTerminal, type RolloutRouterName } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
-import { ourNewestWrite, type ManagedFieldsEntry } from '../kube/managed-fields.ts';
+import { ourNewestWrite, weOwn, type ManagedFieldsEntry } from '../kube/managed-fields.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
@@ -100,10 +100,10 @@ export async function observeCanary(deps: ActivityDeps, input: ObserveInput): Pr
   const seen = await routerFor(app, input.router).observe(deps, app, input.route);
   const want = renderCanaryDeployment(input.image ? withCanary(app, { canaryVersion: input.version, image: input.image }) : app);
   let drift = deployment ? canaryDrift(deployment, want, input.router) : undefined;
-  if (drift?.what === 'image') {
-    // Another image is drift only when someone wrote after the rollout's apply (kubectl set image): one a mutating
-    // webhook put in during that apply (a registry mirror, a digest pinned by policy) is what the apply made, and
-    // putting it back would never end. The copy in hand has no managedFields: read it whole.
+  if (drift) {
+    // A difference is drift only when someone changed it after the rollout's apply (kubectl set image, kubectl
+    // scale): one admission put in during that apply (a registry mirror, a digest or a minimum size set by policy)
+    // is what the apply made, and putting it back would never end. The copy in hand has no managedFields: read it whole.
     const fresh = await deps.kube.get<WrittenDeployment>(childRef(input, kinds.deployment, canaryName(named(input))));
     drift = fresh ? driftByOthers(fresh, want, input.router) : undefined;
   }
@@ -123,6 +123,11 @@ export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: R
     const image = running.get(c.name);
     if (image !== c.image) return { what: 'image', message: `the canary Deployment's container ${c.name} runs ${image ?? 'nothing'}, not the rollout's ${c.image ?? 'nothing'}` };
   }
+  return sizeDrift(d, want, router);
+}
+
+/** canaryDrift of the canary's size alone. */
+function sizeDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
   const replicas = d.spec?.replicas ?? 1;
   const wanted = want.spec?.replicas ?? 1;
   if (router !== 'replicas' && replicas !== wanted) return { what: 'replicas', message: `the canary Deployment has ${replicas} replicas, not the rollout's ${wanted}` };
@@ -134,10 +139,13 @@ type WrittenDeployment = CanaryDeploymentOf & { metadata: { managedFields?: Mana
 
 /**
  * canaryDrift, but none while the operator's own write is the newest: what differs then was put in during that write
- * (a mutating webhook's registry mirror or pinned digest), not changed after it.
+ * (admission: a registry mirror, a pinned digest, a minimum replica count), not changed after it. Except a size set
+ * through `/scale` (kubectl scale), which leaves the operator's write the newest but takes spec.replicas from it.
  */
 export function driftByOthers(d: WrittenDeployment, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
-  return ourNewestWrite(d.metadata.managedFields) === undefined ? canaryDrift(d, want, router) : undefined;
+  const entries = d.metadata.managedFields;
+  if (ourNewestWrite(entries) === undefined) return canaryDrift(d, want, router);
+  return weOwn(entries, ['spec', 'replicas']) ? undefined : sizeDrift(d, want, router);
 }
 
 /**

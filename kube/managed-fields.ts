@@ -6,6 +6,8 @@ export interface ManagedFieldsEntry {
   manager?: string;
   time?: string;
   subresource?: string;
+  /** The fields this manager owns, as the API server writes them: {"f:spec": {"f:replicas": {}}}. */
+  fieldsV1?: Record<string, unknown>;
 }
 
 /**
@@ -23,4 +25,21 @@ export function ourNewestWrite(entries: readonly ManagedFieldsEntry[] | undefine
     else others = others && others > e.time ? others : e.time;
   }
   return ours !== undefined && (others === undefined || Date.parse(ours) > Date.parse(others)) ? ours : undefined;
+}
+
+/**
+ * Whether the operator's (non-status) entry owns the field at `path` (["spec", "replicas"]). A write through the
+ * `/scale` subresource (kubectl scale, an HPA) records no writer on this Kubernetes: it takes spec.replicas out of
+ * the entry of the manager that owned it and leaves that entry's time as it was, so only the ownership tells.
+ */
+export function weOwn(entries: readonly ManagedFieldsEntry[] | undefined, path: readonly string[]): boolean {
+  return (entries ?? []).some((e) => {
+    if (e.manager !== FIELD_MANAGER || e.subresource === 'status') return false;
+    let node: unknown = e.fieldsV1;
+    for (const key of path) {
+      node = node && typeof node === 'object' ? (node as Record<string, unknown>)[`f:${key}`] : undefined;
+      if (node === undefined) return false;
+    }
+    return true;
+  });
 }

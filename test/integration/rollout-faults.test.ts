@@ -176,7 +176,7 @@ describe('names another Application holds (web and web-canary, web and web-previ
   });
 });
 
-describe('admission that rewrites images (a registry mirror and a pinned digest, as a policy engine does)', () => {
+describe('admission that rewrites what is applied (a registry mirror, a pinned digest, a minimum size, as a policy engine does)', () => {
   const digest = `sha256:${'0'.repeat(63)}1`;
   const policy = (ns: string) => {
     const rule = { apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] };
@@ -191,6 +191,17 @@ describe('admission that rewrites images (a registry mirror and a pinned digest,
       },
     }, {
       apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicyBinding', metadata: { name: `mirror-${ns}` }, spec: { policyName: `mirror-${ns}` },
+    }, {
+      // And a minimum size, as a policy for availability sets it.
+      apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicy', metadata: { name: `min-two-${ns}` },
+      spec: {
+        matchConstraints: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } }, resourceRules: [rule] },
+        matchConditions: [{ name: 'below-two', expression: 'has(object.spec.replicas) && object.spec.replicas < 2' }],
+        failurePolicy: 'Fail', reinvocationPolicy: 'Never',
+        mutations: [{ patchType: 'ApplyConfiguration', applyConfiguration: { expression: 'Object{spec: Object.spec{replicas: 2}}' } }],
+      },
+    }, {
+      apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicyBinding', metadata: { name: `min-two-${ns}` }, spec: { policyName: `min-two-${ns}` },
     }];
   };
   let bound = '';
@@ -201,7 +212,7 @@ describe('admission that rewrites images (a registry mirror and a pinned digest,
       await kube(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: policy(ns) }));
     },
     tearDown: async () => {
-      if (bound) await kube(['delete', 'mutatingadmissionpolicybindings.v1beta1.admissionregistration.k8s.io,mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `mirror-${bound}`, '--ignore-not-found']);
+      if (bound) await kube(['delete', 'mutatingadmissionpolicybindings.v1beta1.admissionregistration.k8s.io,mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `mirror-${bound}`, `min-two-${bound}`, '--ignore-not-found']);
     },
   });
 
@@ -211,7 +222,7 @@ describe('admission that rewrites images (a registry mirror and a pinned digest,
     await waitForObject('the policy rewrites the stable Deployment', () => getDeployment(s.ns, 'mir'),
       (d) => d?.spec?.template?.spec?.containers?.[0]?.image === `mirror.local/nginx:1.25@${digest}`, 30_000);
     await waitForPhase(s.ns, 'mir', 'Running');
-    await applyAsUser(meshApp(s.ns, 'mir', { canaryVersion: 'v2', healthGates: { interval: '2s', failureThreshold: 2 }, steps: [{ setWeight: 30 }, { pause: { duration: '6s' } }] }));
+    await applyAsUser(meshApp(s.ns, 'mir', { canaryVersion: 'v2', healthGates: { interval: '2s', failureThreshold: 2 }, steps: [{ setWeight: 30 }, { pause: { duration: '10s' } }] }));
     await waitWeights(s.ns, 'mir', 30, 60_000);
     const app = await waitCanaryPhase(s.ns, 'mir', 'Promoted', 90_000);
     assert.equal(app.spec.image, 'nginx:v2', 'the spec says what the user wrote, not what admission made of it');
@@ -220,7 +231,20 @@ describe('admission that rewrites images (a registry mirror and a pinned digest,
     assert.equal(await getDeployment(s.ns, 'mir-canary'), null, 'the canary removed');
     await waitForPhase(s.ns, 'mir', 'Running');
     const repaired = await kubeJson<{ items: unknown[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=mir,reason=CanaryRepaired']);
-    assert.equal(repaired.items.length, 0, 'what admission wrote is not a hand edit');
+    assert.deepEqual(repaired.items.map((e) => (e as { message?: string }).message), [], 'what admission wrote is not a hand edit');
+  });
+
+  it('a canary admitted at a size of the policy\'s is not taken for a hand edit at every gate check', async () => {
+    // Already mirrored: only the size policy applies to it (an image rewrite would hide the size from the gate check).
+    await applyAsUser(meshApp(s.ns, 'size', { canaryVersion: 'v2', healthGates: { interval: '2s', failureThreshold: 2 }, steps: [{ setWeight: 30 }, { pause: {} }] }, { image: 'mirror.local/nginx:1.25' }));
+    await waitWeights(s.ns, 'size', 30, 60_000);
+    const canary = await getDeployment(s.ns, 'size-canary');
+    assert.deepEqual([canary!.spec.replicas, canary!.spec.template.spec.containers[0].image], [2, 'mirror.local/nginx:v2'], 'the policy sized the canary, and only that');
+    // Gate checks every 2 s: a size taken for a hand edit was put back at each of them, with a Warning each time.
+    await sleep(7000);
+    const repaired = await kubeJson<{ items: { message?: string }[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=size,reason=CanaryRepaired']);
+    assert.deepEqual(repaired.items.map((e) => e.message), [], 'what admission wrote is not a hand edit');
+    assert.equal((await getApp(s.ns, 'size'))?.status?.canary?.weight, 30);
     const { violations } = await s.routes.stop();
     assert.deepEqual(violations, []);
   });

@@ -65,3 +65,29 @@ describe('driftByOthers: another image is drift only when someone wrote after th
     assert.equal(driftByOthers(d, want, 'istio'), undefined);
   });
 });
+
+describe('driftByOthers: another size is drift only when it was not set in the rollout\'s own apply', () => {
+  const a = app();
+  const want = renderCanaryDeployment(a);
+  const ours = (owns: boolean) => ({ manager: 'application-operator', time: '2026-12-07T10:00:05Z', fieldsV1: { 'f:spec': { ...(owns ? { 'f:replicas': {} } : {}), 'f:template': {} } } });
+  const written = (edit: { replicas?: number; image?: string }, entries: object[]) => {
+    const d = running(a, edit);
+    return { ...d, metadata: { ...d.metadata, managedFields: entries as never } };
+  };
+  test('a policy raised the size during the rollout\'s apply (its write the newest, spec.replicas its own): not drift', () => {
+    assert.equal(driftByOthers(written({ replicas: 3 }, [ours(true)]), want, 'istio'), undefined);
+  });
+  test('kubectl scale through /scale: the rollout\'s write still the newest, but spec.replicas taken from it: drift', () => {
+    assert.equal(driftByOthers(written({ replicas: 0 }, [ours(false)]), want, 'istio')?.what, 'replicas');
+  });
+  test('an image admission rewrote, then kubectl scale: the size is drift, the image is not', () => {
+    const d = written({ replicas: 0, image: `mirror.example.com/nginx:v2@sha256:${'a'.repeat(64)}` }, [ours(false)]);
+    assert.deepEqual(driftByOthers(d, want, 'istio'), { what: 'replicas', message: "the canary Deployment has 0 replicas, not the rollout's 2" });
+  });
+  test('the replicas router sizes the canary itself: no size drift either way', () => {
+    assert.equal(driftByOthers(written({ replicas: 0 }, [ours(false)]), want, 'replicas'), undefined);
+  });
+  test('another manager wrote after the rollout: drift as canaryDrift says', () => {
+    assert.equal(driftByOthers(written({ replicas: 5 }, [ours(true), { manager: 'kubectl-edit', time: '2026-12-07T10:00:09Z' }]), want, 'istio')?.what, 'replicas');
+  });
+});

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { FINALIZER } from '../../api/constants.ts';
 import { changeReason, podChangeReason, settledRecord, startupDrift, type Observation, type WatchEvent } from '../../watcher/change.ts';
-import { ourNewestWrite } from '../../kube/managed-fields.ts';
+import { ourNewestWrite, weOwn } from '../../kube/managed-fields.ts';
 
 const app = (o: Partial<Observation> = {}): Observation => ({ kind: 'Application', generation: 1, deleting: false, status: '', finalizer: true, ...o });
 const child = (kind: string, o: Partial<Observation> = {}): Observation => ({ kind, generation: 1, deleting: false, status: '{"ready":1}', finalizer: false, ...o });
@@ -117,5 +117,19 @@ describe('ourNewestWrite', () => {
     assert.equal(ourNewestWrite([e('kubectl-client-side-apply', '2026-12-03T10:00:00Z')]), undefined);
     assert.equal(ourNewestWrite(undefined), undefined);
     assert.equal(ourNewestWrite([]), undefined);
+  });
+});
+
+describe('weOwn: whether the operator\'s entry owns a field', () => {
+  const entry = (manager: string, fieldsV1: object, subresource?: string) => ({ manager, time: '2026-12-07T10:00:00Z', fieldsV1: fieldsV1 as Record<string, unknown>, ...(subresource ? { subresource } : {}) });
+  test('owned: spec.replicas in the operator\'s apply', () => assert.equal(weOwn([entry('application-operator', { 'f:spec': { 'f:replicas': {} } })], ['spec', 'replicas']), true));
+  test('taken by /scale: the entry is there, the field is not', () => assert.equal(weOwn([entry('application-operator', { 'f:spec': { 'f:template': {} } })], ['spec', 'replicas']), false));
+  test('another manager\'s, or the operator\'s status entry, is not the operator\'s', () => {
+    assert.equal(weOwn([entry('kubectl', { 'f:spec': { 'f:replicas': {} } })], ['spec', 'replicas']), false);
+    assert.equal(weOwn([entry('application-operator', { 'f:spec': { 'f:replicas': {} } }, 'status')], ['spec', 'replicas']), false);
+  });
+  test('no entries, no fields', () => {
+    assert.equal(weOwn(undefined, ['spec', 'replicas']), false);
+    assert.equal(weOwn([{ manager: 'application-operator', time: '2026-12-07T10:00:00Z' }], ['spec', 'replicas']), false);
   });
 });

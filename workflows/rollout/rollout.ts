@@ -678,7 +678,9 @@ export class Rollout {
       await this.publish(this.state.phase, g.reroute.why, g.reroute.repair ? Reason.CanaryRepaired : undefined, 'Warning', { passing: true });
     }
     if (g.recreate) {
-      await this.publish(this.state.phase, `${g.recreate}: traffic stays on stable while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
+      // A canary resized by hand keeps what its ready pods earn meanwhile; any other is off the routes until it is back.
+      const meanwhile = reachesCanary(this.m.route) ? `it keeps ${describeRoute(this.m.route)}` : 'traffic stays on stable';
+      await this.publish(this.state.phase, `${g.recreate}: ${meanwhile} while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
       await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
       // A new canary starts again: its start-up grace and failure count start over.
       this.m.createdAt = Date.now();
