@@ -106,7 +106,8 @@ export async function startJobCheck(deps: Pick<ActivityDeps, 'kube'>, input: Sta
     await deps.kube.create(job as unknown as KubeObject);
   } catch (err) {
     if (err instanceof KubeError && err.status === 409 && err.reason === 'AlreadyExists') return { jobName: job.metadata.name };
-    if (err instanceof KubeError && err.permanent) {
+    // Over a quota is not the check's fault: the Jobs of earlier checks may be going (retried, and said in status).
+    if (err instanceof KubeError && err.permanent && !err.overQuota) {
       throw ApplicationFailure.nonRetryable(`the API server refused the Job of check ${check.name}: ${err.message}`, FailureType.InvalidSpec);
     }
     throw new Error(`creating Job ${input.namespace}/${job.metadata.name} of check ${check.name}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

@@ -35,7 +35,12 @@ export class KubeError extends Error {
    * not ready yet (after an API server restart) is not this.
    */
   get deniedByAdmission(): boolean {
-    return this.status === 403 && /denied (?:the )?request|exceeded quota|usage per (?:Container|Pod|PersistentVolumeClaim) is|limit to request ratio/.test(this.message);
+    return this.overQuota || (this.status === 403 && /denied (?:the )?request|usage per (?:Container|Pod|PersistentVolumeClaim) is|limit to request ratio/.test(this.message));
+  }
+
+  /** True when a ResourceQuota refused the object (403): refused until the spec or the quota changes, or others free some. */
+  get overQuota(): boolean {
+    return this.status === 403 && /exceeded quota|failed quota|insufficient quota/.test(this.message);
   }
 
   /** True when the API server does not serve the object's type at all (its CRD is not installed). */

@@ -254,7 +254,7 @@ class ApplicationEntity {
    */
   async nextPass(): Promise<boolean | null> {
     if (this.pending.size === 0) {
-      const retryRefused = this.refusedPasses > 0 && !this.retrySoon && hasPatch(this.patchLevel, retryRefusedPatch);
+      const retryRefused = this.refusedPasses > 0 && this.opts.refusedRetrySeconds > 0 && !this.retrySoon && hasPatch(this.patchLevel, retryRefusedPatch);
       const refusedWait = Math.min(2 ** (this.refusedPasses - 1), 10) * this.opts.refusedRetrySeconds;
       const wait = this.retrySoon ? 1 : retryRefused ? (this.opts.resyncSeconds > 0 ? Math.min(refusedWait, this.opts.resyncSeconds) : refusedWait)
         : this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
@@ -287,7 +287,9 @@ class ApplicationEntity {
     this.pendingObjects.clear();
     this.drifted = [...this.pendingDrift];
     this.pendingDrift.clear();
-    return this.reasons.some((r) => r !== 'child-status');
+    // After a refusal every pass applies (and is refused again, or applies what is allowed now): a pass that only
+    // read status would write one that no longer says the spec was refused.
+    return this.reasons.some((r) => r !== 'child-status') || this.refusedPasses > 0;
   }
 
   /**
@@ -326,7 +328,7 @@ class ApplicationEntity {
       this.state.passes++;
       this.passesThisRun++;
       if (result.outcome === 'reconciled') {
-        this.refusedPasses = 0;
+        if (apply) this.refusedPasses = 0;
         this.progressing = result.progressing ?? false;
         if (result.phase) this.state.phase = result.phase;
         if (result.generation !== undefined) this.state.generation = result.generation;

@@ -53,28 +53,27 @@ describe('the CLI', () => {
   });
 
   it('status says what keeps failing now, under the state it makes out of date, and stops once it works again', async (t) => {
-    // An admission policy that refuses Deployments here (403): every reconcile pass fails until it is removed.
-    const policy = `freeze-deployments-${s.ns}`;
+    // A validating webhook that is down (nothing listens at its address; failurePolicy Fail): every apply of a
+    // Deployment here fails with a 500 until it is removed, a failure no status condition can explain but a retry
+    // may end. (A policy that denies is a refusal the pass reports in status instead: reconciler.test.ts.)
+    const policy = `webhook-down-${s.ns}`;
     await applyAsUser({
-      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name: policy },
-      spec: {
-        failurePolicy: 'Fail',
-        matchConstraints: { resourceRules: [{ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] }] },
-        validations: [{ expression: 'false', message: 'deployments are frozen in this namespace', reason: 'Forbidden' }],
-      },
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name: policy },
+      webhooks: [{
+        name: 'down.application-operator.test', clientConfig: { url: 'https://127.0.0.1:1/validate' },
+        rules: [{ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] }],
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.ns } },
+        failurePolicy: 'Fail', sideEffects: 'None', admissionReviewVersions: ['v1'], timeoutSeconds: 2,
+      }],
     });
-    await applyAsUser({
-      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: policy },
-      spec: { policyName: policy, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.ns } } } },
-    });
-    const removePolicy = () => kube(['delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', policy, '--ignore-not-found']);
+    const removePolicy = () => kube(['delete', 'validatingwebhookconfiguration', policy, '--ignore-not-found']);
     t.after(removePolicy);
-    // The API server takes a moment to load a new policy.
-    await eventually('the policy in force', () => kube(['-n', s.ns, 'create', 'deployment', 'probe', '--image=nginx', '--dry-run=server']).then(() => undefined, (err: unknown) => (String(err).includes('frozen') ? true : undefined)));
+    // The API server takes a moment to load a new webhook.
+    await eventually('the webhook in force', () => kube(['-n', s.ns, 'create', 'deployment', 'probe', '--image=nginx', '--dry-run=server']).then(() => undefined, (err: unknown) => (String(err).includes('failed calling webhook') ? true : undefined)));
     await applyAsUser(appManifest(s.ns, 'frozen', { image: 'nginx:1.25' }));
     const failing = await eventually('status to say that the reconcile pass keeps failing', async () => {
       const r = await run(['status', 'frozen', '-n', s.ns]);
-      if (!/failing now: the reconcile pass \(attempt \d+, last (just now|\d+ s ago)\): .*403 Forbidden.*deployments are frozen in this namespace/.test(r.out)) throw new Error(`status says: ${r.out}${r.err}`);
+      if (!/failing now: the reconcile pass \(attempt \d+, last (just now|\d+ s ago)\): .*500 .*failed calling webhook "down\.application-operator\.test"/.test(r.out)) throw new Error(`status says: ${r.out}${r.err}`);
       return r.out;
     }, { timeoutMs: 60_000, intervalMs: 1000 });
     assert.match(failing, /^\S+\/frozen: unknown \(generation \?, 0 reconcile passes\) \n {2}failing now: [^\n]+\n {2}\(no reconcile pass has succeeded yet\)\n/);

@@ -72,6 +72,14 @@ describe('pluralOf', () => {
   test('Lease', () => assert.equal(pluralOf('coordination.k8s.io/v1', 'Lease'), 'leases'));
 });
 
+describe('KubeError.overQuota: a refusal that others freeing some quota may end', () => {
+  test('a quota says so; a policy does not', () => {
+    assert.equal(new KubeError(403, 'Forbidden', 'jobs.batch "c" is forbidden: exceeded quota: jobs, requested: count/jobs.batch=1, used: count/jobs.batch=5, limited: count/jobs.batch=5').overQuota, true);
+    assert.equal(new KubeError(403, 'Forbidden', 'jobs.batch "c" is forbidden: ValidatingAdmissionPolicy \'p\' with binding \'p\' denied request: no').overQuota, false);
+    assert.equal(new KubeError(422, 'Invalid', 'exceeded quota').overQuota, false, 'only a 403');
+  });
+});
+
 describe('KubeError.permanent', () => {
   const cases: { status: number; reason: string; message: string; permanent: boolean }[] = [
     { status: 400, reason: 'BadRequest', message: 'bad request', permanent: true },
@@ -93,6 +101,7 @@ describe('KubeError.permanent', () => {
     { status: 403, reason: 'Forbidden', message: 'admission webhook "validate.kyverno.svc-fail" denied the request: policy require-labels: fail', permanent: true },
     { status: 403, reason: 'Forbidden', message: 'persistentvolumeclaims "db" is forbidden: exceeded quota: storage, requested: requests.storage=5Gi, used: requests.storage=0, limited: requests.storage=1Gi', permanent: true },
     { status: 403, reason: 'Forbidden', message: 'persistentvolumeclaims "db" is forbidden: maximum storage usage per PersistentVolumeClaim is 1Gi, but request is 5Gi', permanent: true },
+    { status: 403, reason: 'Forbidden', message: 'persistentvolumeclaims "db" is forbidden: failed quota: storage: must specify requests.storage', permanent: true },
     // Authorization may be granted, a namespace admission may become ready, a namespace being deleted is its own case.
     { status: 403, reason: 'Forbidden', message: 'deployments.apps "shop" is forbidden: User "system:serviceaccount:ops:operator" cannot patch resource "deployments" in API group "apps" in the namespace "prod"', permanent: false },
     { status: 403, reason: 'Forbidden', message: 'deployments.apps "shop" is forbidden: not yet ready to handle request', permanent: false },

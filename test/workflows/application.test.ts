@@ -223,6 +223,20 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  it('after a refusal a pass woken by child status applies too (a status-only pass would write a status that no longer says the spec was refused)', async () => {
+    const run = await startApp({ reconcile: (n) => (n === 0 ? failure(FailureType.ApplyRejected, 'denied request: at most 3 replicas') : {}) }, { refusedRetrySeconds: 600 });
+    await run.r.until('the refusal', (r) => r.count('reconcileApplication') === 1);
+    await stateUntil(run.handle, (st) => st.phase === 'Failed');
+    for (const n of [2, 3]) {
+      await run.handle.signal(changedSignal, { reason: 'child-status', object: 'Deployment/app' });
+      await run.r.until(`pass ${n}`, (r) => r.count('reconcileApplication') === n);
+    }
+    const applies = run.r.calls.filter((c) => c.name === 'reconcileApplication').map((c) => c.input['apply']);
+    assert.deepEqual(applies, [true, true, false], 'applies while refused; reads status again once an apply went through');
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
   it('any other reconcile failure is retried: a few times as a local activity, then as an activity the UI shows pending with its last failure', async () => {
     let apiDown = true;
     const run = await startApp({ fail: { reconcileApplication: () => (apiDown ? new Error('API server unavailable') : undefined) } });

@@ -678,7 +678,7 @@ export class Rollout {
       await this.publish(this.state.phase, g.reroute.why, g.reroute.repair ? Reason.CanaryRepaired : undefined, 'Warning', { passing: true });
     }
     if (g.recreate) {
-      // A canary resized by hand keeps what its ready pods earn meanwhile; any other is off the routes until it is back.
+      // Where its traffic is meanwhile, as the routes now say (a canary resized by hand keeps what its ready pods earn).
       const meanwhile = reachesCanary(this.m.route) ? `it keeps ${describeRoute(this.m.route)}` : 'traffic stays on stable';
       await this.publish(this.state.phase, `${g.recreate}: ${meanwhile} while it is put back`, Reason.CanaryRepaired, 'Warning', { passing: true });
       await this.call('put the canary back', acts.prepareCanary, { ...this.ref, plan: this.plan });
