@@ -7,8 +7,8 @@
  * tag's, the previous version's too. A wanted reference that names a digest itself is only the same reference.
  */
 export function runsImage(running: string | undefined, wanted: string): boolean {
-  if (running === undefined || running === wanted) return running !== undefined;
-  if (wanted.includes('@') || !running.startsWith(`${wanted}@`)) return false;
+  if (running === wanted) return true;
+  if (running === undefined || wanted.includes('@') || !running.startsWith(`${wanted}@`)) return false;
   return /^[a-z0-9]+(?:[.+_-][a-z0-9]+)*:[a-zA-Z0-9=_-]{32,}$/.test(running.slice(wanted.length + 1));
 }
 

@@ -254,13 +254,8 @@ class ApplicationEntity {
    */
   async nextPass(): Promise<boolean | null> {
     if (this.pending.size === 0) {
-      const retryRefused = this.refusedPasses > 0 && this.opts.refusedRetrySeconds > 0 && !this.retrySoon && hasPatch(this.patchLevel, retryRefusedPatch);
-      const refusedWait = Math.min(2 ** (this.refusedPasses - 1), 10) * this.opts.refusedRetrySeconds;
-      const wait = this.retrySoon ? 1 : retryRefused ? (this.opts.resyncSeconds > 0 ? Math.min(refusedWait, this.opts.resyncSeconds) : refusedWait)
-        : this.progressing ? this.opts.progressRecheckSeconds : this.opts.resyncSeconds;
+      const { wait, why } = this.nextWait();
       const woken = () => this.pending.size > 0 || this.rolloutFinished;
-      const why = this.retrySoon ? 'start the canary rollout again' : retryRefused ? 'apply what the API server refused again'
-        : this.progressing ? 'the Deployment is rolling out: look again' : 'resync';
       this.retrySoon = false;
       const timedOut = wait > 0 ? !(await waitFor(woken, wait * 1000, `${why} in ${duration(wait * 1000)}`)) : (await condition(woken), false);
       if (timedOut) this.pending.add(this.progressing ? 'child-status' : 'resync');
@@ -290,6 +285,17 @@ class ApplicationEntity {
     // After a refusal every pass applies (and is refused again, or applies what is allowed now): a pass that only
     // read status would write one that no longer says the spec was refused.
     return this.reasons.some((r) => r !== 'child-status') || this.refusedPasses > 0;
+  }
+
+  /** How long to wait for an event before passing anyway (0: no timer), and why, for the timer's summary. */
+  private nextWait(): { wait: number; why: string } {
+    if (this.retrySoon) return { wait: 1, why: 'start the canary rollout again' };
+    if (this.refusedPasses > 0 && this.opts.refusedRetrySeconds > 0 && hasPatch(this.patchLevel, retryRefusedPatch)) {
+      const refused = Math.min(2 ** (this.refusedPasses - 1), 10) * this.opts.refusedRetrySeconds;
+      return { wait: this.opts.resyncSeconds > 0 ? Math.min(refused, this.opts.resyncSeconds) : refused, why: 'apply what the API server refused again' };
+    }
+    if (this.progressing) return { wait: this.opts.progressRecheckSeconds, why: 'the Deployment is rolling out: look again' };
+    return { wait: this.opts.resyncSeconds, why: 'resync' };
   }
 
   /**
