@@ -154,7 +154,7 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     }
   }
 
-  const observed = await observe(deps, app, answered);
+  const observed = await observe(deps, app, answered, input.podProblem ?? false);
   const observedGeneration = input.apply ? generation : raw.status?.observedGeneration;
   const plan = withNotifications(rolloutPlan(app), app, deps.notifyDefault);
   const rolloutSpec = rolloutSpecState(app, plan);
@@ -269,9 +269,10 @@ async function dryRunAfterFirst(deps: ActivityDeps, apply: KubeObject[]): Promis
 /**
  * The Deployment and Service that status is derived from: as server-side apply answered them in this pass, else
  * the copy in hand when it is current, else read. Applied objects are what a read right after would return (the
- * controllers have not acted yet either way).
+ * controllers have not acted yet either way). The stable pods too while some are not available, or when a pod's
+ * own event woke the pass to say what is wrong with it (`podProblem`).
  */
-async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyMap<string, KubeObject>): Promise<Observed> {
+async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyMap<string, KubeObject>, podProblem: boolean): Promise<Observed> {
   const ns = app.metadata.namespace ?? '';
   const name = childName(app);
   const child = <T>(k: { apiVersion: string; kind: string }): Promise<T | null> => {
@@ -279,7 +280,7 @@ async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyM
     return applied ? Promise.resolve(applied as unknown as T) : read<KubeObject>(deps, { apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name }) as Promise<T | null>;
   };
   const [deployment, service] = await Promise.all([child<ObservedDeployment>(kinds.deployment), child<ObservedService>(kinds.service)]);
-  if (!needsPods(deployment)) return { deployment, service };
+  if (!needsPods(deployment) && !(podProblem && deployment)) return { deployment, service };
   // Best effort: only to say why pods are not available; status without it is still right.
   const pods = await deps.kube.list<ObservedPod>({ apiVersion: 'v1', kind: 'Pod', namespace: ns }, `${LABEL_NAME}=${app.metadata.name},${LABEL_VERSION}=${STABLE_VERSION}`)
     .then((l) => l.items, () => undefined);

@@ -30,6 +30,12 @@ export interface ReconcileInput {
   /** The watcher saw the Application's namespace being deleted: finalizing leaves the children to the namespace controller. */
   namespaceGoing?: boolean;
   /**
+   * A stable pod's watch event showed a problem (ImagePullBackOff...): the pass reads the pods even when the
+   * Deployment's status does not count them yet. Its controller may write that status after the pod's problem shows,
+   * and that write, with nothing ready, wakes nobody: the problem would be said only at the timed re-check.
+   */
+  podProblem?: boolean;
+  /**
    * The workflow takes a `superseded` result: a pass the Application's change crosses ends so instead of failing
    * with the 409. Absent from the workflows of releases before it, which would take that result for a deletion.
    */

@@ -137,13 +137,13 @@ export function decidePhase(app: Pick<Application, 'metadata'>, observed: Observ
   if (app.metadata.deletionTimestamp) return { phase: Phase.Deleting, reason: Reason.Deleting, message: 'removing children before releasing the finalizer' };
   if (failure) return { phase: Phase.Failed, ...failure };
   const d = observed.deployment;
-  if (!d?.status) return { phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: 'waiting for the Deployment to report status' };
-  const s = d.status;
   // What keeps pods from running, as kubectl rollout status users expect to see it; kept in a Failed message too,
   // where the Deployment controller's own words ("ReplicaSet ... has timed out progressing") would hide it.
   const issue = podIssue(observed.pods);
   const withIssue = (decision: Omit<PhaseDecision, 'issue'>): PhaseDecision =>
     (issue ? { ...decision, message: `${decision.message.replace(/\.$/, '')}; ${issue.message}`, issue } : decision);
+  if (!d?.status) return withIssue({ phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: 'waiting for the Deployment to report status' });
+  const s = d.status;
   // A deadline the controller gave up on before it saw the current spec is the previous spec's: this one just started.
   const seen = (s.observedGeneration ?? 0) >= (d.metadata.generation ?? 0);
   const progressing = s.conditions?.find((c) => c.type === 'Progressing');

@@ -330,6 +330,8 @@ class ApplicationEntity {
         namespace, name, workflowId: workflowInfo().workflowId, apply, acceptsSuperseded: true,
         ...(rolloutActive !== undefined ? { rolloutActive } : {}), ...(apply && this.drifted.length ? { drifted: this.drifted } : {}),
         ...(finalize ? { finalize } : {}), ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
+        // The watcher signals a stable pod only when it shows a new problem.
+        ...(this.objects.some((o) => o.startsWith('Pod/')) ? { podProblem: true } : {}),
       });
       this.state.passes++;
       this.passesThisRun++;

@@ -109,4 +109,51 @@ describe('why a canary or a stable version cannot start', () => {
     }, { timeoutMs: 10_000 });
     assert.deepEqual(events.map((e) => e.reason), [reason]);
   });
+
+  it('a pod that fails before its Deployment\'s status counts it (the controller-manager behind, under load): Degraded at once, not at the re-check', async (t) => {
+    // The Deployment controller's status writes for this one app held back by a policy: the race a loaded
+    // controller-manager runs, frozen. Its pods fail at once (kwok), its status stays as created (no replicas).
+    const name = 'unreported';
+    const policy = `hold-status-${s.ns}`;
+    await kube(['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'v1', kind: 'List', items: [{
+        apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name: policy },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.ns } },
+            resourceRules: [{ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['deployments/status'] }],
+          },
+          matchConditions: [{ name: 'this-app', expression: `object.metadata.name == '${name}'` }],
+          validations: [{ expression: 'false', message: 'status held back by the test', reason: 'Forbidden' }],
+        },
+      }, {
+        apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name: policy },
+        spec: { policyName: policy, validationActions: ['Deny'] },
+      }],
+    }));
+    try {
+      // The policy is in force once a status write of a Deployment here is refused (admission loads policies a moment later).
+      await eventually('the policy in force', async () => {
+        await kube(['-n', s.ns, 'create', 'deployment', name, '--image=nginx:1.25']).catch(() => undefined);
+        const refused = await kube(['-n', s.ns, 'patch', 'deployment', name, '--subresource=status', '--type=merge', '-p', '{"status":{"replicas":0}}']).then(() => false, () => true);
+        return refused || undefined;
+      }, { timeoutMs: 15_000 });
+      await kube(['-n', s.ns, 'delete', 'deployment', name, '--wait=true']);
+      const { image, reason, words } = problems[0];
+      await applyAsUser(appManifest(s.ns, name, { image, replicas: 2 }));
+      const shown = await podShows(s.ns, name, reason);
+      const unreported = await (await kubeApi()).get<Json>({ apiVersion: 'apps/v1', kind: 'Deployment', namespace: s.ns, name });
+      assert.equal(unreported?.status?.replicas ?? 0, 0, 'the Deployment\'s status does not count the failing pods');
+      // Before, the pass the pod woke read no pods (the Deployment said there were none), and nothing woke the next
+      // one: the problem was said at the timed re-check (10 minutes here; 30 s by default).
+      const app = await waitForObject(`${name} Degraded by ${reason}`, () => getApp(s.ns, name), (a) => condition(a, 'Degraded')?.reason === reason, 10_000);
+      t.diagnostic(`Degraded=True ${Date.now() - shown.at} ms after a pod showed ${reason}`);
+      assert.equal(condition(app, 'Degraded')!.status, 'True');
+      assert.equal(app!.status.phase, 'Pending');
+      assert.match(condition(app, 'Degraded')!.message, new RegExp(`^0/2 replicas available; pod ${name}-[a-z0-9]+-[a-z0-9]+: container app: ${reason}: ${escaped(words)}$`));
+    } finally {
+      await kube(['delete', 'validatingadmissionpolicybindings,validatingadmissionpolicies', policy, '--ignore-not-found']);
+    }
+  });
 });

@@ -452,6 +452,16 @@ describe('status says why pods do not run, and who owns the replica count', () =
       phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/3 replicas available; ${pullIssue.message}`, issue: pullIssue,
     },
     {
+      name: 'pods failing before the controller counted them (status as created): the problem said anyway',
+      d: { metadata: { generation: 1 }, spec: { replicas: 3 }, status: {} }, pods: [pullFailure],
+      phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `0/3 replicas available; ${pullIssue.message}`, issue: pullIssue,
+    },
+    {
+      name: 'pods failing before the Deployment has any status',
+      d: { metadata: { generation: 1 }, spec: { replicas: 3 } }, pods: [pullFailure],
+      phase: Phase.Pending, reason: Reason.DeploymentProgressing, message: `waiting for the Deployment to report status; ${pullIssue.message}`, issue: pullIssue,
+    },
+    {
       name: 'some available, one cannot start', d: deployment({ ready: 2, available: 2 }), pods: [pullFailure],
       phase: Phase.Updating, reason: Reason.DeploymentProgressing, message: `2/3 replicas available, 3 updated; ${pullIssue.message}`, issue: pullIssue,
     },

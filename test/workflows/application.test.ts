@@ -76,6 +76,19 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  it('a pass a stable pod\'s problem woke reads the pods (podProblem), whatever the Deployment\'s status says; others do not', async () => {
+    const run = await startApp({});
+    await run.r.until('first pass', (r) => r.count('reconcileApplication') === 1);
+    await run.handle.signal(changedSignal, { reason: 'child-status', object: 'Pod/app-5d9c-x2' });
+    await run.r.until('second pass', (r) => r.count('reconcileApplication') === 2);
+    await run.handle.signal(changedSignal, { reason: 'child-status', object: 'Deployment/app' });
+    await run.r.until('third pass', (r) => r.count('reconcileApplication') === 3);
+    const passes = run.r.calls.filter((c) => c.name === 'reconcileApplication').map((c) => [c.input['apply'], c.input['podProblem']]);
+    assert.deepEqual(passes, [[true, undefined], [false, true], [false, undefined]]);
+    await run.handle.terminate('done');
+    await replayAll(run);
+  });
+
   it('a pass the spec changed under ends superseded: the workflow passes again at once, with no signal and no failure', async () => {
     const run = await startApp({ reconcile: (n) => (n === 0 ? { outcome: 'superseded', phase: undefined, generation: undefined, message: undefined } : { generation: 2 }) });
     await run.r.until('second pass', (r) => r.count('reconcileApplication') === 2);
