@@ -129,11 +129,16 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       }
     } catch (err) {
       if (err instanceof KubeError && err.namespaceTerminating) return namespaceGoing(deps, input, err);
-      if (!(err instanceof KubeError && err.permanent)) throw err;
+      // A verb the operator's role lacks is said in status like a refusal, but the pass is retried (with the
+      // activity's backoff): a grant changes nothing the operator watches.
+      const forbidden = err instanceof KubeError && err.forbiddenByRole;
+      if (!(err instanceof KubeError && (err.permanent || forbidden))) throw err;
       const takenBack = firstPass ? await takeBack(deps, created, answered) : [];
-      const message = takenBack.length ? `${err.message} (removed what this first apply had created: ${takenBack.join(', ')})` : err.message;
-      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message },
-        ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
+      const why = forbidden ? `${err.message}: the operator's role does not grant this; the pass is tried again until it does` : err.message;
+      const message = takenBack.length ? `${why} (removed what this first apply had created: ${takenBack.join(', ')})` : why;
+      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message }, forbidden
+        ? ApplicationFailure.retryable(`the operator may not apply a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.Forbidden)
+        : ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
     }
     if (specChanged) {
       // Recorded while status is derived and written (an Event is best effort and never fails the pass).

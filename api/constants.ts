@@ -289,6 +289,8 @@ export const FailureType = {
   InvalidSpec: 'InvalidSpec',
   /** The API server refused a child for good (400/422); a status condition says why. */
   ApplyRejected: 'ApplyRejected',
+  /** The operator's role does not grant what a pass needs (403); a status condition says so and the pass is retried. */
+  Forbidden: 'Forbidden',
   /** Refused to route traffic to a canary without a ready replica. */
   CanaryNotReady: 'CanaryNotReady',
   /** The spec's canary changed while this rollout ran. */

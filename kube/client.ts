@@ -38,6 +38,15 @@ export class KubeError extends Error {
     return this.overQuota || (this.status === 403 && /denied (?:the )?request|usage per (?:Container|Pod|PersistentVolumeClaim) is|limit to request ratio/.test(this.message));
   }
 
+  /**
+   * True when authorization refused the request (403): the caller's role does not grant this verb on this resource
+   * (`User "..." cannot patch resource "deployments"`). Refused until someone grants it, which changes nothing the
+   * caller can see.
+   */
+  get forbiddenByRole(): boolean {
+    return this.status === 403 && !this.deniedByAdmission && / cannot [a-z]+ resource /.test(this.message);
+  }
+
   /** True when a ResourceQuota refused the object (403): refused until the spec or the quota changes, or others free some. */
   get overQuota(): boolean {
     return this.status === 403 && /exceeded quota|failed quota|insufficient quota/.test(this.message);

@@ -7,16 +7,11 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { Client } from '@temporalio/client';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { mkdtemp, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { parse } from 'yaml';
 import { appManifest, closeTemporal, getApp, getDeployment, getObject, kubeApi, temporalClient, type Json, type KubeObject } from '../../testkit/apps.ts';
 import { gatewayParentRef } from '../../testkit/dataplane.ts';
-import { testEnv } from '../../testkit/env.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
+import { createRbac, rbacPath, readRules, serviceAccountKubeconfig, type Rule } from '../../testkit/rbac.ts';
 import { eventually } from '../../lib/poll.ts';
 import { checkImages, testImages } from '../../stack/stack.ts';
 import { deleteJobCheck, observeJobCheck, startJobCheck } from '../../activities/checks.ts';
@@ -26,14 +21,6 @@ import type { AddressInfo } from 'node:net';
 import { Kube } from '../../kube/client.ts';
 import { childKinds, kinds, type ChildKind as ChildKindEntry } from '../../render/children.ts';
 
-interface Rule {
-  apiGroups: string[];
-  resources: string[];
-  verbs: string[];
-  resourceNames?: string[];
-}
-
-const readRules = (file: string) => (parse(readFileSync(new URL(`../../deploy/${file}`, import.meta.url), 'utf8')) as { rules: Rule[] }).rules;
 const clusterRules = readRules('clusterrole.yaml');
 const leaderRules = readRules('leader-election-role.yaml');
 
@@ -151,10 +138,11 @@ interface FlowResult {
   failed?: { step: Step; error: string };
   /** Lines of the operator's log that mention a denied request, to say why a step failed. */
   forbidden: string[];
+  /** What the flow's Applications said in their Degraded condition when a step failed. */
+  degraded: string[];
   logFile: string;
 }
 
-const SA = 'application-operator';
 const LEASE = 'application-operator-leader';
 /** Whose Application a kind belongs to in the flow: the Gateway API's to `routed`, the rest to `full`. */
 const ownerOf = (kind: string) => (kind === 'HTTPRoute' ? 'routed' : 'full');
@@ -175,41 +163,6 @@ const fullSpec = (storage: boolean) => ({
 const admin = () => kubeApi();
 const applyAsUser = async (obj: Json) => (await admin()).apply(obj as KubeObject, { fieldManager: 'test-user' });
 const appRef = (namespace: string, name: string) => ({ apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace, name });
-const rbacPath = (plural: string, name?: string, namespace?: string) => `/apis/rbac.authorization.k8s.io/v1/${namespace ? `namespaces/${namespace}/` : ''}${plural}${name ? `/${name}` : ''}`;
-
-/** A kubeconfig that authenticates with a bound ServiceAccount token (TokenRequest), trusting the stack's CA. */
-async function serviceAccountKubeconfig(ns: string): Promise<string> {
-  const env = await testEnv();
-  const cluster = env.kc.getCurrentCluster();
-  if (!cluster) throw new Error('admin kubeconfig has no cluster');
-  const ca = cluster.caData ?? (cluster.caFile ? readFileSync(cluster.caFile).toString('base64') : undefined);
-  // TokenRequest, as `kubectl create token` does: a bound token, valid for an hour.
-  const review = await (await admin()).request<{ status: { token: string } }>('POST', `/api/v1/namespaces/${ns}/serviceaccounts/${SA}/token`, {
-    body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 3600 } },
-  });
-  const token = review!.status.token;
-  const file = join(await mkdtemp(join(tmpdir(), 'rbac-')), 'kubeconfig');
-  await writeFile(file, JSON.stringify({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'sa',
-    clusters: [{ name: 'stack', cluster: { server: cluster.server, ...(ca ? { 'certificate-authority-data': ca } : {}) } }],
-    users: [{ name: SA, user: { token } }],
-    contexts: [{ name: 'sa', context: { cluster: 'stack', user: SA, namespace: ns } }],
-  }), { mode: 0o600 });
-  return file;
-}
-
-/** Creates the run's ServiceAccount, the ClusterRole under a name of its own, and the leader-election Role in the run's namespace, with their bindings. */
-async function createRbac(ns: string, roleName: string, cluster: Rule[], leader: Rule[]): Promise<void> {
-  const api = await admin();
-  const subjects = [{ kind: 'ServiceAccount', name: SA, namespace: ns }];
-  const rbac = 'rbac.authorization.k8s.io/v1';
-  const leaderRole = 'application-operator-leader-election';
-  await api.request('POST', `/api/v1/namespaces/${ns}/serviceaccounts`, { body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: SA, namespace: ns } } });
-  await api.request('POST', rbacPath('clusterroles'), { body: { apiVersion: rbac, kind: 'ClusterRole', metadata: { name: roleName }, rules: cluster } });
-  await api.request('POST', rbacPath('clusterrolebindings'), { body: { apiVersion: rbac, kind: 'ClusterRoleBinding', metadata: { name: roleName }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: roleName }, subjects } });
-  await api.request('POST', rbacPath('roles', undefined, ns), { body: { apiVersion: rbac, kind: 'Role', metadata: { name: leaderRole, namespace: ns }, rules: leader } });
-  await api.request('POST', rbacPath('rolebindings', undefined, ns), { body: { apiVersion: rbac, kind: 'RoleBinding', metadata: { name: leaderRole, namespace: ns }, roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: leaderRole }, subjects } });
-}
 
 /**
  * Runs the flow with an operator that authenticates as a ServiceAccount holding exactly these rules. Stops at the
@@ -229,7 +182,7 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
   const identity = `${label.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}-${randomBytes(2).toString('hex')}`;
   let op: OperatorProcess | undefined;
   const split: OperatorProcess[] = [];
-  const result: FlowResult = { passed: [], forbidden: [], logFile: '' };
+  const result: FlowResult = { passed: [], forbidden: [], degraded: [], logFile: '' };
   try {
     await createRbac(ns.name, roleName, cluster, leader);
     const saKubeconfig = await serviceAccountKubeconfig(ns.name);
@@ -427,6 +380,8 @@ async function runFlow(label: string, cluster: Rule[], leader: Rule[], expectFai
         result.passed.push({ step, ms: provedMs ?? Date.now() - started });
       } catch (err) {
         result.failed = { step, error: err instanceof Error ? err.message : String(err) };
+        const apps = await Promise.all(['full', 'plain', 'routed'].map((a) => getApp(n, a).catch(() => null)));
+        result.degraded = apps.map((a) => a?.status?.conditions?.find((c: Json) => c.type === 'Degraded' && c.status === 'True')?.message).filter((m): m is string => !!m);
         break;
       }
     }
@@ -556,6 +511,12 @@ describe('RBAC of deploy/ (least privilege, proven)', () => {
       assert.ok(expected.includes(r.failed.step), `expected ${expected.join(' or ')} to fail first\n${show(r)}`);
       // Not a slow or broken stack (proves).
       assert.ok(proves(r), `no request was denied and nothing was reconciled: the failure proves nothing\n${show(r)}`);
+      // A child the role may not apply is said in the Application's status, not only retried in the operator's log.
+      const appliedChild = ['create', 'patch'].includes(v.missing.verb) && children.some((k) => `${groupOf(k.apiVersion)}/${k.plural}` === keyOf(v.missing));
+      if (appliedChild && r.failed.step === 'apps Running') {
+        const words = `cannot ${v.missing.verb} resource "${v.missing.resource}"`;
+        assert.ok(r.degraded.some((m) => m.includes(words) && m.includes('the operator\'s role does not grant this')), `no Application says "${words}" in its Degraded condition: ${JSON.stringify(r.degraded)}\n${show(r)}`);
+      }
       // The job check's activities run in the test, not the operator: their own error says what was denied.
       if (r.failed.step === 'job check' || r.failed.step === 'notify') assert.match(r.failed.error, /403 Forbidden/, show(r));
     });

@@ -80,6 +80,19 @@ describe('KubeError.overQuota: a refusal that others freeing some quota may end'
   });
 });
 
+describe('KubeError.forbiddenByRole: a verb the caller\'s role does not grant', () => {
+  test('authorization says so; admission, a namespace going and a 401 do not', () => {
+    const forbidden = (status: number, message: string) => new KubeError(status, 'Forbidden', message).forbiddenByRole;
+    assert.equal(forbidden(403, 'deployments.apps "shop" is forbidden: User "system:serviceaccount:ops:operator" cannot patch resource "deployments" in API group "apps" in the namespace "prod"'), true);
+    assert.equal(forbidden(403, 'horizontalpodautoscalers.autoscaling "shop" is forbidden: User "jane" cannot create resource "horizontalpodautoscalers" in API group "autoscaling" in the namespace "prod"'), true);
+    assert.equal(forbidden(403, 'deployments.apps "shop" is forbidden: ValidatingAdmissionPolicy \'p\' with binding \'p\' denied request: cannot patch resource "x" as asked'), false, 'a policy\'s words');
+    assert.equal(forbidden(403, 'deployments.apps "shop" is forbidden: ValidatingAdmissionPolicy \'p\' with binding \'p\' denied request: at most 5 replicas'), false);
+    assert.equal(forbidden(403, 'deployments.apps "shop" is forbidden: unable to create new content in namespace prod because it is being terminated'), false);
+    assert.equal(forbidden(403, 'deployments.apps "shop" is forbidden: not yet ready to handle request'), false);
+    assert.equal(forbidden(401, 'Unauthorized'), false);
+  });
+});
+
 describe('KubeError.permanent', () => {
   const cases: { status: number; reason: string; message: string; permanent: boolean }[] = [
     { status: 400, reason: 'BadRequest', message: 'bad request', permanent: true },
