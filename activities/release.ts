@@ -153,7 +153,15 @@ async function claimIn(deps: ActivityDeps, kube: Kube, input: ClaimInput): Promi
       metadata: { resourceVersion: raw.metadata.resourceVersion, annotations: { [key]: input.release } },
     });
   }
-  return { ok: true, apps: found.map(({ app, image }) => ({ name: app.metadata.name, image, previousImage: app.spec.image })) };
+  // What each stable Deployment runs now: the previous image as admission stored it, for a rollback to wait for.
+  const running = await Promise.all(found.map(({ app }) => kube.get<ImagedDeployment>({ ...kinds.deployment, namespace: input.namespace, name: app.metadata.name })));
+  return {
+    ok: true,
+    apps: found.map(({ app, image }, i) => {
+      const stored = firstImage(running[i]);
+      return { name: app.metadata.name, image, previousImage: app.spec.image, ...(stored ? { previousDeploymentImage: stored } : {}) };
+    }),
+  };
 }
 
 /** Whether a Release exists and has not finished (a claim of a finished or deleted Release is stale). */
@@ -265,17 +273,21 @@ export async function observeApplications(deps: ActivityDeps, input: ObserveAppl
   return input.cluster ? seen.map((o) => ({ ...o, cluster: input.cluster })) : seen;
 }
 
+/** A stable Deployment, with the image its (first) container runs. */
+type ImagedDeployment = ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } };
+const firstImage = (d: ImagedDeployment | null | undefined): string | undefined => d?.spec?.template?.spec?.containers?.[0]?.image;
+
 function observeIn(kube: Kube, input: ObserveApplicationsInput): Promise<AppObservation[]> {
   return Promise.all(input.apps.map(async (name): Promise<AppObservation> => {
     const [raw, deployment] = await Promise.all([
       kube.get<RawObject>(appRef(input.namespace, name)),
-      kube.get<ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } }>({ ...kinds.deployment, namespace: input.namespace, name }),
+      kube.get<ImagedDeployment>({ ...kinds.deployment, namespace: input.namespace, name }),
     ]);
     if (!raw || raw.metadata.deletionTimestamp) return { name, exists: false, running: false };
     const spec = raw['spec'] as { image?: string; serviceMesh?: { canary?: { enabled?: boolean } } } | undefined;
     const status = raw.status;
     const c = status?.canary;
-    const deploymentImage = deployment?.spec?.template?.spec?.containers?.[0]?.image;
+    const deploymentImage = firstImage(deployment);
     const rolledOut = deployment ? rolloutProgress(deployment) : undefined;
     return {
       name, exists: true,

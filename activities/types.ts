@@ -320,7 +320,7 @@ export interface ClaimInput extends InCluster {
 }
 
 export type ClaimResult =
-  | { ok: true; apps: { name: string; image: string; previousImage: string }[] }
+  | { ok: true; apps: { name: string; image: string; previousImage: string; previousDeploymentImage?: string }[] }
   /** Refused: every problem in one message, and each Application's own. */
   | { ok: false; message: string; refused: { name: string; message: string }[] };
 

@@ -376,6 +376,11 @@ export interface ReleaseAppState {
   image?: string;
   /** Its image before the Release, which a rollback puts back. */
   previousImage?: string;
+  /**
+   * What its stable Deployment ran when the Release claimed it: `previousImage` as admission stored it (a registry
+   * mirror, a pinned digest), which a reverted Deployment runs again. Absent in histories from before.
+   */
+  previousDeploymentImage?: string;
   message?: string;
 }
 

@@ -4,12 +4,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
 import { readRouteWeights } from '../../render/istio.ts';
 import { slowReadyMs, testImages } from '../../stack/stack.ts';
-import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, kube, kubeJson, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObject, kube, kubeJson, temporalClient, testNamespace, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { assertPromoted, virtualService, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
+import { meshApp as releaseApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
+import { controlRelease } from '../../client/release.ts';
 
 // A long gate interval: anything that happens well within it was not waiting for the next scheduled check.
 const slowGates = { interval: '30s', failureThreshold: 3, initialDelay: '0s' };
@@ -232,6 +234,24 @@ describe('admission that rewrites what is applied (a registry mirror, a pinned d
     await waitForPhase(s.ns, 'mir', 'Running');
     const repaired = await kubeJson<{ items: unknown[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=mir,reason=CanaryRepaired']);
     assert.deepEqual(repaired.items.map((e) => (e as { message?: string }).message), [], 'what admission wrote is not a hand edit');
+  });
+
+  it('a Release aborted under the policy puts back the Application it promoted, and ends', async () => {
+    for (const name of ['rel-a', 'rel-b']) await applyAsUser(releaseApp(s.ns, name));
+    await waitForPhase(s.ns, 'rel-a', 'Running');
+    await applyAsUser(releaseManifest(s.ns, 'mirrored', {
+      steps: [{ setWeight: 50 }, { pause: { duration: '1s' } }], pauseBetweenWaves: {},
+      waves: [{ applications: [{ name: 'rel-a', canaryVersion: '2.0' }] }, { applications: [{ name: 'rel-b', canaryVersion: '2.0' }] }],
+    }));
+    await waitRelease(s.ns, 'mirrored', (r) => r.status?.phase === 'Paused', 'paused between waves', 120_000);
+    assert.equal((await getDeployment(s.ns, 'rel-a'))!.spec.template.spec.containers[0].image, `mirror.local/registry.example/rel-a:2.0@${digest}`);
+    await controlRelease(await temporalClient(), 'abort', s.ns, 'mirrored', 'change freeze');
+    // Before, the revert waited for a Deployment running "registry.example/rel-a:1.0", which admission never stores.
+    const aborted = await waitRelease(s.ns, 'mirrored', releasePhaseIs('Aborted'), 'Aborted', 60_000);
+    assert.deepEqual(aborted.status.applications.map((a: Json) => `${a.name}:${a.phase}`), ['rel-a:Reverted', 'rel-b:Waiting']);
+    const app = await getApp(s.ns, 'rel-a');
+    assert.equal(app!.spec.image, 'registry.example/rel-a:1.0');
+    assert.equal((await getDeployment(s.ns, 'rel-a'))!.spec.template.spec.containers[0].image, `mirror.local/registry.example/rel-a:1.0@${digest}`);
   });
 
   it('a canary admitted at a size of the policy\'s is not taken for a hand edit at every gate check', async () => {

@@ -72,6 +72,14 @@ describe('reverted and stopped', () => {
     assert.equal(reverted(obs('a', { deploymentImage: `a:v2@${digest}` }), 'a:old'), false);
     assert.equal(reverted(obs('a', { deploymentImage: `a@${digest}` }), 'a:old'), false, 'the tag dropped: the digest may be any tag\'s');
   });
+  test('a Deployment that runs what admission stored for the old image before the Release (a registry mirror) is reverted', () => {
+    const mirrored = `mirror.local/a:old@sha256:${'0'.repeat(63)}1`;
+    assert.equal(reverted(obs('a', { deploymentImage: mirrored }), 'a:old', mirrored), true);
+    assert.equal(reverted(obs('a', { deploymentImage: mirrored }), 'a:old'), false, 'not without knowing what was stored');
+    assert.equal(reverted(obs('a', { deploymentImage: 'mirror.local/a:v2' }), 'a:old', mirrored), false, 'another image');
+    assert.equal(reverted(obs('a', { deploymentImage: mirrored, specImage: 'a:v2' }), 'a:old', mirrored), false, 'the spec not put back yet');
+    assert.equal(reverted(obs('a', { deploymentImage: mirrored, running: false }), 'a:old', mirrored), false, 'not Running yet');
+  });
   test('stopped once its canary ended, or never started', () => {
     assert.equal(stopped(obs('a', { phase: 'Aborted' }), 'v2'), true);
     assert.equal(stopped(obs('a', { phase: 'Paused' }), 'v2'), false);

@@ -74,11 +74,12 @@ export function rollbackOrder(apps: ReleaseAppState[]): ReleaseAppState[] {
 }
 
 /**
- * A reverted Application is back where it was: its spec and stable Deployment run the previous image (the Deployment
- * may run it pinned to a digest), and it is Running (or it is gone).
+ * A reverted Application is back where it was: its spec says the previous image, its stable Deployment runs it (pinned
+ * to a digest, or as admission stored it before the Release: `previousDeploymentImage`), and it is Running (or it is gone).
  */
-export function reverted(o: AppObservation, previousImage: string): boolean {
-  return !o.exists || (o.specImage === previousImage && runsImage(o.deploymentImage, previousImage) && o.running);
+export function reverted(o: AppObservation, previousImage: string, previousDeploymentImage?: string): boolean {
+  const runsPrevious = runsImage(o.deploymentImage, previousImage) || (previousDeploymentImage !== undefined && o.deploymentImage === previousDeploymentImage);
+  return !o.exists || (o.specImage === previousImage && runsPrevious && o.running);
 }
 
 /** A canary the Release stopped has ended (or never started). */

@@ -241,7 +241,11 @@ export class ReleaseEntity {
           return;
         }
         claimed.push(cluster);
-        for (const c of claim.apps) Object.assign(this.app(releaseAppKey({ name: c.name, cluster })), { image: c.image, previousImage: c.previousImage });
+        for (const c of claim.apps) {
+          Object.assign(this.app(releaseAppKey({ name: c.name, cluster })), {
+            image: c.image, previousImage: c.previousImage, ...(c.previousDeploymentImage ? { previousDeploymentImage: c.previousDeploymentImage } : {}),
+          });
+        }
       }
       this.position = { at: 'wave', wave: 0, stage: 'hold' };
     }
@@ -419,7 +423,7 @@ export class ReleaseEntity {
         namespace: this.state.namespace, app: a.name, ...inCluster(a.cluster), image: a.image!, previousImage: a.previousImage!, release: this.state.name,
         why: aborted ? `the Release was aborted${this.abortRequest?.by ? ` by ${this.abortRequest.by}` : ''}${stop.message === 'aborted' ? '' : `: ${stop.message}`}` : stop.message,
       }), false);
-      await this.waitFor(`${appWords(a)} to run ${a.previousImage} again`, [a], (o) => reverted(o, a.previousImage!));
+      await this.waitFor(`${appWords(a)} to run ${a.previousImage} again`, [a], (o) => reverted(o, a.previousImage!, a.previousDeploymentImage));
       a.phase = ReleaseAppPhase.Reverted;
       a.message = `back to ${a.previousImage}`;
     }
