@@ -55,11 +55,9 @@ export async function reconcileApplication(deps: ActivityDeps, input: ReconcileI
 }
 
 async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise<ReconcileResult> {
-  const { kube } = deps;
   const raw = await read<RawApplication>(deps, appRef(input.namespace, input.name));
   if (!raw) return { outcome: 'gone' };
   const uid = raw.metadata.uid ?? '';
-  const generation = raw.metadata.generation;
   if (raw.metadata.deletionTimestamp) {
     // Without our finalizer there is nothing left for us to clean up: the garbage collector has the children.
     if (!(raw.metadata.finalizers ?? []).includes(FINALIZER)) return { outcome: 'gone' };
@@ -72,6 +70,19 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
     return { outcome: 'deleting', uid };
   }
 
+  return reconcileSpec(deps, input, raw).catch((err: unknown) => {
+    // A verb the role lacks outside the apply (a prune's delete, a read of the Deployment, the finalizer's patch) is
+    // said in status too; the apply's own is said there, with what a first apply took back.
+    if (err instanceof KubeError && err.forbiddenByRole) return reportForbidden(deps, raw, input, err);
+    throw err;
+  });
+}
+
+/** A pass over an Application that is not being deleted: its children applied (or its status read) and its status written. */
+async function reconcileSpec(deps: ActivityDeps, input: ReconcileInput, raw: RawApplication): Promise<ReconcileResult> {
+  const { kube } = deps;
+  const uid = raw.metadata.uid ?? '';
+  const generation = raw.metadata.generation;
   const parsed = parseApplication(raw);
   if (!parsed.ok) {
     return reportFailure(deps, raw, input, { reason: Reason.InvalidSpec, message: parsed.message },
@@ -129,16 +140,12 @@ async function reconcilePass(deps: ActivityDeps, input: ReconcileInput): Promise
       }
     } catch (err) {
       if (err instanceof KubeError && err.namespaceTerminating) return namespaceGoing(deps, input, err);
-      // A verb the operator's role lacks is said in status like a refusal, but the pass is retried (with the
-      // activity's backoff): a grant changes nothing the operator watches.
-      const forbidden = err instanceof KubeError && err.forbiddenByRole;
-      if (!(err instanceof KubeError && (err.permanent || forbidden))) throw err;
+      if (!(err instanceof KubeError && (err.permanent || err.forbiddenByRole))) throw err;
       const takenBack = firstPass ? await takeBack(deps, created, answered) : [];
-      const why = forbidden ? `${err.message}: the operator's role does not grant this; the pass is tried again until it does` : err.message;
-      const message = takenBack.length ? `${why} (removed what this first apply had created: ${takenBack.join(', ')})` : why;
-      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message }, forbidden
-        ? ApplicationFailure.retryable(`the operator may not apply a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.Forbidden)
-        : ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
+      const more = takenBack.length ? ` (removed what this first apply had created: ${takenBack.join(', ')})` : '';
+      if (err.forbiddenByRole) return reportForbidden(deps, raw, input, err, more);
+      return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message: `${err.message}${more}` },
+        ApplicationFailure.nonRetryable(`the API server rejected a child of ${input.namespace}/${input.name}: ${err.message}`, FailureType.ApplyRejected));
     }
     if (specChanged) {
       // Recorded while status is derived and written (an Event is best effort and never fails the pass).
@@ -257,6 +264,15 @@ async function reportFailure(deps: ActivityDeps, raw: RawApplication, input: Rec
   deps.metrics?.reconciliations.inc({ name, namespace, phase: 'Failed' });
   deps.log?.child({ namespace, name, workflowId: input.workflowId, generation }).warn(failure, error.message);
   throw error;
+}
+
+/**
+ * A verb the operator's role lacks: said in status like a refusal (the API server's words), but the pass is retried
+ * with the activity's backoff rather than failed for good, since a grant changes nothing the operator watches.
+ */
+function reportForbidden(deps: ActivityDeps, raw: RawApplication, input: ReconcileInput, err: KubeError, more = ''): Promise<never> {
+  return reportFailure(deps, raw, input, { reason: Reason.ApplyFailed, message: `${err.message}: the operator's role does not grant this; the pass is tried again until it does${more}` },
+    ApplicationFailure.retryable(`the operator's role does not grant what ${input.namespace}/${input.name} needs: ${err.message}`, FailureType.Forbidden));
 }
 
 /**

@@ -10,16 +10,16 @@ import { createRbac, rbacPath, readRules, serviceAccountKubeconfig, type Rule } 
 import { eventually } from '../../lib/poll.ts';
 
 const full = readRules('clusterrole.yaml');
-/** The chart's role without create and patch of HorizontalPodAutoscalers (a role written for an older chart, say). */
-const withoutHpa: Rule[] = full.flatMap((r) => {
+/** The chart's role without some verbs on HorizontalPodAutoscalers (a role written for an older chart, say). */
+const withoutHpa = (...missing: string[]): Rule[] => full.flatMap((r) => {
   if (!r.resources.includes('horizontalpodautoscalers')) return [r];
   const rest = r.resources.filter((x) => x !== 'horizontalpodautoscalers');
-  const verbs = r.verbs.filter((v) => v !== 'create' && v !== 'patch');
+  const verbs = r.verbs.filter((v) => !missing.includes(v));
   return [...(rest.length ? [{ ...r, resources: rest }] : []), ...(verbs.length ? [{ ...r, resources: ['horizontalpodautoscalers'], verbs }] : [])];
 });
 
 const degraded = (a: Json | null): Json | undefined => a?.status?.conditions?.find((c: Json) => c.type === 'Degraded');
-const scaled = (ns: string) => appManifest(ns, 'scaled', { image: 'nginx:1.25', replicas: 1, autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 3, targetCPU: 70 } });
+const scaled = (ns: string, name = 'scaled') => appManifest(ns, name, { image: 'nginx:1.25', replicas: 1, autoscaling: { enabled: true, minReplicas: 1, maxReplicas: 3, targetCPU: 70 } });
 
 describe('a role that lacks a verb a child needs, granted later', () => {
   let ns: Awaited<ReturnType<typeof testNamespace>>;
@@ -28,17 +28,21 @@ describe('a role that lacks a verb a child needs, granted later', () => {
 
   before(async () => {
     ns = await testNamespace('rbacgrant');
-    await createRbac(ns.name, roleName(), withoutHpa, readRules('leader-election-role.yaml'));
+    await createRbac(ns.name, roleName(), withoutHpa('create', 'patch'), readRules('leader-election-role.yaml'));
     op = await startOperator({ namespaces: [ns.name], kubeconfig: await serviceAccountKubeconfig(ns.name) });
   });
   after(async () => {
     const api = await kubeApi();
     // Whatever failed, the finalizer must not keep the namespace.
-    await api.mergePatch({ apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace: ns.name, name: 'scaled' }, { metadata: { finalizers: null } }).catch(() => null);
+    for (const name of ['scaled', 'shrunk']) await api.mergePatch({ apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace: ns.name, name }, { metadata: { finalizers: null } }).catch(() => null);
     await op?.stop();
     await closeTemporal();
     for (const plural of ['clusterrolebindings', 'clusterroles']) await api.request('DELETE', rbacPath(plural, roleName()), { allowNotFound: true }).catch(() => null);
     await ns?.cleanup();
+  });
+
+  const grant = async (rules: Rule[]) => (await kubeApi()).request('PUT', rbacPath('clusterroles', roleName()), {
+    body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: roleName() }, rules },
   });
 
   it('says in status which verb is missing, leaves nothing half-applied, and applies the children once the verb is granted', async () => {
@@ -60,9 +64,7 @@ describe('a role that lacks a verb a child needs, granted later', () => {
     const generation = app!.metadata.generation;
 
     // The admin grants the chart's whole role: no change to the Application, and the next retry of the pass applies.
-    await api.request('PUT', rbacPath('clusterroles', roleName()), {
-      body: { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: { name: roleName() }, rules: full },
-    });
+    await grant(full);
     const running = await waitForPhase(ns.name, 'scaled', 'Running', 90_000);
     assert.equal(running.metadata.generation, generation, 'applied with no change to the Application');
     assert.equal(degraded(running)!.status, 'False');
@@ -72,5 +74,24 @@ describe('a role that lacks a verb a child needs, granted later', () => {
     // Deleted while the operator runs: the finalizer released, the children gone with it.
     await api.delete({ apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace: ns.name, name: 'scaled' });
     await eventually('the Application deleted', async () => ((await getApp(ns.name, 'scaled')) === null) || undefined, { timeoutMs: 30_000 });
+  });
+
+  it('a child the role may not delete, when the spec no longer wants it: said in status, pruned once granted', async () => {
+    const api = await kubeApi();
+    await grant(withoutHpa('delete'));
+    await api.apply(scaled(ns.name, 'shrunk') as KubeObject, { fieldManager: 'test-user' });
+    await waitForPhase(ns.name, 'shrunk', 'Running');
+    assert.ok(await getObject('autoscaling/v2', 'HorizontalPodAutoscaler', ns.name, 'shrunk'));
+    // Autoscaling off: the HorizontalPodAutoscaler is to go, which the role does not allow.
+    await api.apply(appManifest(ns.name, 'shrunk', { image: 'nginx:1.25', replicas: 2 }) as KubeObject, { fieldManager: 'test-user' });
+    const app = await waitForObject('the missing delete in status', () => getApp(ns.name, 'shrunk'), (a) => degraded(a)?.status === 'True', 20_000);
+    assert.match(degraded(app)!.message, /cannot delete resource "horizontalpodautoscalers" .*: the operator's role does not grant this; the pass is tried again until it does/);
+    assert.equal((await getDeployment(ns.name, 'shrunk'))!.spec.replicas, 2, 'the rest of the spec applied');
+    await grant(full);
+    await waitForObject('the HorizontalPodAutoscaler pruned', () => getObject('autoscaling/v2', 'HorizontalPodAutoscaler', ns.name, 'shrunk'), (h) => h === null, 90_000);
+    const running = await waitForPhase(ns.name, 'shrunk', 'Running', 30_000);
+    assert.equal(degraded(running)!.status, 'False');
+    await api.delete({ apiVersion: 'myapp.example.com/v1', kind: 'Application', namespace: ns.name, name: 'shrunk' });
+    await eventually('the Application deleted', async () => ((await getApp(ns.name, 'shrunk')) === null) || undefined, { timeoutMs: 30_000 });
   });
 });
