@@ -8,7 +8,7 @@ import { ourNewestWrite, weOwn, type ManagedFieldsEntry } from '../kube/managed-
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import { podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
+import { appImage, podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ImagedDeployment, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import { routerFor } from './routers/router.ts';
@@ -241,11 +241,9 @@ export async function promoteStable(deps: ActivityDeps, input: PlanInput): Promi
     if (reparsed.ok) current = reparsed.app;
   }
   const stored = await deps.kube.apply<KubeObject & ImagedDeployment>(renderDeployment(current) as KubeObject, { fieldManager: FIELD_MANAGER });
-  const image = stored.spec?.template?.spec?.containers?.[0]?.image;
+  const image = appImage(stored);
   return image === undefined ? {} : { image };
 }
-
-type ImagedDeployment = ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } };
 
 /**
  * Whether the stable Deployment has rolled out `image` (or `stored`, what the promote's apply was admitted as, or
@@ -255,7 +253,7 @@ export async function stableRolledOut(deps: ActivityDeps, input: StableRolledOut
   // The copy in hand when current: the watch that delivers its status is what wakes the promote to look again.
   const d = await read<KubeObject & ImagedDeployment>(deps, childRef(input, kinds.deployment));
   if (!d) return { done: false, message: 'the stable Deployment does not exist' };
-  const image = d.spec?.template?.spec?.containers?.[0]?.image;
+  const image = appImage(d);
   const p = rolloutProgress(d);
   return {
     done: (runsImage(image, input.image) || (input.stored !== undefined && image === input.stored)) && p.current && p.available >= p.desired,

@@ -10,7 +10,7 @@ import { KubeError, type Kube, type KubeObject } from '../kube/client.ts';
 import { ClusterNotRegistered, type MemberCluster } from '../kube/clusters.ts';
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
-import { rolloutProgress, type ObservedDeployment } from '../reconcile/status.ts';
+import { appImage, rolloutProgress, type ImagedDeployment } from '../reconcile/status.ts';
 import { releasePlan } from '../reconcile/release-plan.ts';
 import { workflowUiLink, type ActivityDeps } from './deps.ts';
 import { recordEvent } from './events.ts';
@@ -158,7 +158,7 @@ async function claimIn(deps: ActivityDeps, kube: Kube, input: ClaimInput): Promi
   return {
     ok: true,
     apps: found.map(({ app, image }, i) => {
-      const stored = firstImage(running[i]);
+      const stored = appImage(running[i]);
       return { name: app.metadata.name, image, previousImage: app.spec.image, ...(stored ? { previousDeploymentImage: stored } : {}) };
     }),
   };
@@ -273,10 +273,6 @@ export async function observeApplications(deps: ActivityDeps, input: ObserveAppl
   return input.cluster ? seen.map((o) => ({ ...o, cluster: input.cluster })) : seen;
 }
 
-/** A stable Deployment, with the image its (first) container runs. */
-type ImagedDeployment = ObservedDeployment & { spec?: { template?: { spec?: { containers?: { image?: string }[] } } } };
-const firstImage = (d: ImagedDeployment | null | undefined): string | undefined => d?.spec?.template?.spec?.containers?.[0]?.image;
-
 function observeIn(kube: Kube, input: ObserveApplicationsInput): Promise<AppObservation[]> {
   return Promise.all(input.apps.map(async (name): Promise<AppObservation> => {
     const [raw, deployment] = await Promise.all([
@@ -287,7 +283,7 @@ function observeIn(kube: Kube, input: ObserveApplicationsInput): Promise<AppObse
     const spec = raw['spec'] as { image?: string; serviceMesh?: { canary?: { enabled?: boolean } } } | undefined;
     const status = raw.status;
     const c = status?.canary;
-    const deploymentImage = firstImage(deployment);
+    const deploymentImage = appImage(deployment);
     const rolledOut = deployment ? rolloutProgress(deployment) : undefined;
     return {
       name, exists: true,

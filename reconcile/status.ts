@@ -1,5 +1,5 @@
 import type { AppliedChild, Application, ApplicationStatus } from '../api/application.ts';
-import { ConditionType, Phase, Reason, isTerminal } from '../api/constants.ts';
+import { CONTAINER_NAME, ConditionType, Phase, Reason, isTerminal } from '../api/constants.ts';
 
 /** What the reconcile activity observed of the children that status is derived from. */
 export interface Observed {
@@ -100,6 +100,18 @@ export interface ObservedDeployment {
     availableReplicas?: number;
     conditions?: { type: string; status: string; reason?: string; message?: string }[];
   };
+}
+
+/** A Deployment with its containers' names and images. */
+export type ImagedDeployment = ObservedDeployment & { spec?: { template?: { spec?: { containers?: { name?: string; image?: string }[] } } } };
+
+/**
+ * The image a Deployment of ours runs: its container `app`'s, wherever admission put it (a policy may insert a
+ * sidecar before it), else the first container's (a Deployment rendered before the container had its name).
+ */
+export function appImage(d: ImagedDeployment | null | undefined): string | undefined {
+  const containers = d?.spec?.template?.spec?.containers ?? [];
+  return (containers.find((c) => c.name === CONTAINER_NAME) ?? containers[0])?.image;
 }
 
 export interface ObservedService {

@@ -10,7 +10,7 @@ import { assertPromoted, virtualService, waitCanaryPhase, waitWeights } from '..
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 import { eventually } from '../../lib/poll.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
-import { meshApp as releaseApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
+import { getRelease, meshApp as releaseApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
 import { controlRelease } from '../../client/release.ts';
 
 // A long gate interval: anything that happens well within it was not waiting for the next scheduled check.
@@ -178,8 +178,12 @@ describe('names another Application holds (web and web-canary, web and web-previ
   });
 });
 
-describe('admission that rewrites what is applied (a registry mirror, a pinned digest, a minimum size, as a policy engine does)', () => {
+describe('admission that rewrites what is applied (a registry mirror, a pinned digest, a minimum size, a sidecar put first, as a policy engine does)', () => {
   const digest = `sha256:${'0'.repeat(63)}1`;
+  const sidecarImage = 'mirror.local/envoy:1.30';
+  /** The image of the app's own container, wherever the sidecar policy put it. */
+  const appImage = (d: Json | null): string | undefined => d?.spec?.template?.spec?.containers?.find((c: Json) => c.name === 'app')?.image;
+  const sidecarFirst = (d: Json | null) => d?.spec?.template?.spec?.containers?.[0]?.image === sidecarImage;
   const policy = (ns: string) => {
     const rule = { apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] };
     const rewritten = `object.spec.template.spec.containers.filter(c, !c.image.startsWith('mirror.local/')).map(c, Object.spec.template.spec.containers{name: c.name, image: 'mirror.local/' + c.image + '@${digest}'})`;
@@ -204,6 +208,17 @@ describe('admission that rewrites what is applied (a registry mirror, a pinned d
       },
     }, {
       apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicyBinding', metadata: { name: `min-two-${ns}` }, spec: { policyName: `min-two-${ns}` },
+    }, {
+      // And a sidecar, put before the app's container (a JSON patch at index 0), as some injectors do.
+      apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicy', metadata: { name: `sidecar-${ns}` },
+      spec: {
+        matchConstraints: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } }, resourceRules: [rule] },
+        matchConditions: [{ name: 'no-sidecar', expression: "!object.spec.template.spec.containers.exists(c, c.name == 'proxy')" }],
+        failurePolicy: 'Fail', reinvocationPolicy: 'Never',
+        mutations: [{ patchType: 'JSONPatch', jsonPatch: { expression: `[JSONPatch{op: "add", path: "/spec/template/spec/containers/0", value: Object.spec.template.spec.containers{name: "proxy", image: "${sidecarImage}"}}]` } }],
+      },
+    }, {
+      apiVersion: 'admissionregistration.k8s.io/v1beta1', kind: 'MutatingAdmissionPolicyBinding', metadata: { name: `sidecar-${ns}` }, spec: { policyName: `sidecar-${ns}` },
     }];
   };
   let bound = '';
@@ -214,7 +229,7 @@ describe('admission that rewrites what is applied (a registry mirror, a pinned d
       await kube(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: policy(ns) }));
     },
     tearDown: async () => {
-      if (bound) await kube(['delete', 'mutatingadmissionpolicybindings.v1beta1.admissionregistration.k8s.io,mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `mirror-${bound}`, `min-two-${bound}`, '--ignore-not-found']);
+      if (bound) await kube(['delete', 'mutatingadmissionpolicybindings.v1beta1.admissionregistration.k8s.io,mutatingadmissionpolicies.v1beta1.admissionregistration.k8s.io', `mirror-${bound}`, `min-two-${bound}`, `sidecar-${bound}`, '--ignore-not-found']);
     },
   });
 
@@ -222,14 +237,15 @@ describe('admission that rewrites what is applied (a registry mirror, a pinned d
     // The policy takes a moment to reach the API server's admission chain: wait until a Deployment is rewritten.
     await applyAsUser(meshApp(s.ns, 'mir'));
     await waitForObject('the policy rewrites the stable Deployment', () => getDeployment(s.ns, 'mir'),
-      (d) => d?.spec?.template?.spec?.containers?.[0]?.image === `mirror.local/nginx:1.25@${digest}`, 30_000);
+      (d) => appImage(d) === `mirror.local/nginx:1.25@${digest}` && sidecarFirst(d), 30_000);
     await waitForPhase(s.ns, 'mir', 'Running');
     await applyAsUser(meshApp(s.ns, 'mir', { canaryVersion: 'v2', healthGates: { interval: '2s', failureThreshold: 2 }, steps: [{ setWeight: 30 }, { pause: { duration: '10s' } }] }));
     await waitWeights(s.ns, 'mir', 30, 60_000);
     const app = await waitCanaryPhase(s.ns, 'mir', 'Promoted', 90_000);
     assert.equal(app.spec.image, 'nginx:v2', 'the spec says what the user wrote, not what admission made of it');
     const stable = await getDeployment(s.ns, 'mir');
-    assert.equal(stable!.spec.template.spec.containers[0].image, `mirror.local/nginx:v2@${digest}`);
+    assert.equal(appImage(stable), `mirror.local/nginx:v2@${digest}`);
+    assert.ok(sidecarFirst(stable), 'the sidecar kept first');
     assert.equal(await getDeployment(s.ns, 'mir-canary'), null, 'the canary removed');
     await waitForPhase(s.ns, 'mir', 'Running');
     const repaired = await kubeJson<{ items: unknown[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=mir,reason=CanaryRepaired']);
@@ -244,14 +260,16 @@ describe('admission that rewrites what is applied (a registry mirror, a pinned d
       waves: [{ applications: [{ name: 'rel-a', canaryVersion: '2.0' }] }, { applications: [{ name: 'rel-b', canaryVersion: '2.0' }] }],
     }));
     await waitRelease(s.ns, 'mirrored', (r) => r.status?.phase === 'Paused', 'paused between waves', 120_000);
-    assert.equal((await getDeployment(s.ns, 'rel-a'))!.spec.template.spec.containers[0].image, `mirror.local/registry.example/rel-a:2.0@${digest}`);
+    assert.equal(appImage(await getDeployment(s.ns, 'rel-a')), `mirror.local/registry.example/rel-a:2.0@${digest}`);
+    // What the stable Deployment's app container ran when claimed, not the sidecar before it.
+    assert.equal((await getRelease(s.ns, 'mirrored'))!.status.applications[0].previousDeploymentImage, `mirror.local/registry.example/rel-a:1.0@${digest}`);
     await controlRelease(await temporalClient(), 'abort', s.ns, 'mirrored', 'change freeze');
     // Before, the revert waited for a Deployment running "registry.example/rel-a:1.0", which admission never stores.
     const aborted = await waitRelease(s.ns, 'mirrored', releasePhaseIs('Aborted'), 'Aborted', 60_000);
     assert.deepEqual(aborted.status.applications.map((a: Json) => `${a.name}:${a.phase}`), ['rel-a:Reverted', 'rel-b:Waiting']);
     const app = await getApp(s.ns, 'rel-a');
     assert.equal(app!.spec.image, 'registry.example/rel-a:1.0');
-    assert.equal((await getDeployment(s.ns, 'rel-a'))!.spec.template.spec.containers[0].image, `mirror.local/registry.example/rel-a:1.0@${digest}`);
+    assert.equal(appImage(await getDeployment(s.ns, 'rel-a')), `mirror.local/registry.example/rel-a:1.0@${digest}`);
   });
 
   it('a canary admitted at a size of the policy\'s is not taken for a hand edit at every gate check', async () => {
@@ -259,7 +277,7 @@ describe('admission that rewrites what is applied (a registry mirror, a pinned d
     await applyAsUser(meshApp(s.ns, 'size', { canaryVersion: 'v2', healthGates: { interval: '2s', failureThreshold: 2 }, steps: [{ setWeight: 30 }, { pause: {} }] }, { image: 'mirror.local/nginx:1.25' }));
     await waitWeights(s.ns, 'size', 30, 60_000);
     const canary = await getDeployment(s.ns, 'size-canary');
-    assert.deepEqual([canary!.spec.replicas, canary!.spec.template.spec.containers[0].image], [2, 'mirror.local/nginx:v2'], 'the policy sized the canary, and only that');
+    assert.deepEqual([canary!.spec.replicas, appImage(canary)], [2, 'mirror.local/nginx:v2'], 'the policy sized the canary, and only that');
     // Gate checks every 2 s: a size taken for a hand edit was put back at each of them, with a Warning each time.
     await sleep(7000);
     const repaired = await kubeJson<{ items: { message?: string }[] }>(['-n', s.ns, 'get', 'events', '--field-selector', 'involvedObject.name=size,reason=CanaryRepaired']);

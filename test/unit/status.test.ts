@@ -12,6 +12,7 @@ import {
   desiredStatus,
   endpointsOf,
   needsPods,
+  appImage,
   podIssue,
   podSignature,
   statusChanged,
@@ -671,5 +672,18 @@ describe('canarySpecCondition', () => {
     const deferred = canarySpecCondition({ running: true, version: 'v2', deferred: ['steps', 'analysis'] }, 5)!;
     assert.deepEqual([deferred.status, deferred.reason, deferred.observedGeneration], ['False', 'RolloutSpecDeferred', 5]);
     assert.match(deferred.message, /^canary steps, analysis changed while the rollout of v2 runs \(generation 5\): it keeps the spec it started with; the change applies to the next rollout/);
+  });
+});
+
+describe('appImage: what a Deployment of ours runs', () => {
+  const d = (containers: { name?: string; image?: string }[]) => ({ metadata: {}, spec: { template: { spec: { containers } } } });
+  test('the container app, even after a sidecar admission put first', () => {
+    assert.equal(appImage(d([{ name: 'proxy', image: 'envoy:1.30' }, { name: 'app', image: 'nginx:v2' }])), 'nginx:v2');
+    assert.equal(appImage(d([{ name: 'app', image: 'nginx:v2' }, { name: 'proxy', image: 'envoy:1.30' }])), 'nginx:v2');
+  });
+  test('the first container when none is named app; nothing without containers', () => {
+    assert.equal(appImage(d([{ name: 'web', image: 'nginx:1' }])), 'nginx:1');
+    assert.equal(appImage(d([])), undefined);
+    assert.equal(appImage(null), undefined);
   });
 });
