@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import {
   NOTIFICATION_EVENTS, type NotificationEvent,
-  API_VERSION, CHECK_PHASES, DEFAULT_DRAIN_SECONDS, KIND, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
+  API_VERSION, CHECK_PHASES, DEFAULT_DRAIN_SECONDS, KIND, MAX_BLUE_GREEN_NAME_LENGTH, MAX_NAME_LENGTH, Phase, Reason, ROUTERS, RolloutPhase, STABLE_VERSION, STRATEGIES, type RolloutRouterName, type RouterName,
 } from './constants.ts';
 import { imageAtVersion } from './image.ts';
 import { parseQuantity } from './quantity.ts';
@@ -585,6 +585,10 @@ export const applicationSchema = z.object({
   metadata: metadataSchema,
   spec: applicationSpecSchema,
   status: applicationStatusSchema.optional(),
+}).superRefine((a, ctx) => {
+  if (a.spec.serviceMesh?.canary?.strategy === 'blueGreen' && a.metadata.name.length > MAX_BLUE_GREEN_NAME_LENGTH) {
+    ctx.addIssue({ code: 'custom', path: ['metadata', 'name'], message: `metadata.name must be at most ${MAX_BLUE_GREEN_NAME_LENGTH} characters for a blue-green rollout, so that its preview Service <name>-preview fits in 63` });
+  }
 });
 
 export type Application = z.output<typeof applicationSchema>;

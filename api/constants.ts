@@ -74,6 +74,8 @@ export const DATA_VOLUME_NAME = 'data';
 export const CONFIGMAP_VOLUME_PREFIX = 'cm-';
 /** Longest Application name for which `<name>-canary` is still a valid 63-character DNS-1035 label. */
 export const MAX_NAME_LENGTH = 63 - '-canary'.length;
+/** The longest name of an Application whose canary is blue-green: its preview Service `<name>-preview` fits in 63 too. */
+export const MAX_BLUE_GREEN_NAME_LENGTH = 63 - PREVIEW_SERVICE_SUFFIX.length;
 
 /** Phases of an Application (status.phase). */
 export const Phase = {
