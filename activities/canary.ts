@@ -8,7 +8,7 @@ import { ourNewestWrite, weOwn, type ManagedFieldsEntry } from '../kube/managed-
 import type { ObjectRef } from '../kube/resources.ts';
 import { kinds } from '../render/children.ts';
 import { renderCanaryDeployment, renderDeployment } from '../render/deployment.ts';
-import { appImage, podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ImagedDeployment, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
+import { appImage, podIssue, rolloutProgress, withCanaryCondition, withTransitionTimes, type Condition, type ImagedDeployment, type ObservedPod } from '../reconcile/status.ts';
 import { reachesCanary, routable, sameRoute, type CanaryRoute, type RouteWeights } from '../routing/route.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
 import { routerFor } from './routers/router.ts';
@@ -19,7 +19,6 @@ import { recordEvent } from './events.ts';
 import { deleteIfOurs, orForget, read, refuseTaken, retryOnConflict } from './objects.ts';
 
 /** The canary Deployment as a gate check reads it: its status, and what the rollout applied (size, images). */
-type CanaryDeploymentOf = ObservedDeployment & { spec?: { replicas?: number; template?: { spec?: { containers?: { name: string; image?: string }[] } } } };
 
 const appRef = (c: CanaryRef): ObjectRef => ({ apiVersion: API_VERSION, kind: KIND, namespace: c.namespace, name: c.name });
 const named = (c: CanaryRef) => ({ metadata: { name: c.name } });
@@ -117,7 +116,7 @@ export async function observeCanary(deps: ActivityDeps, input: ObserveInput): Pr
  * for an edit. The replicas router sizes the canary with the weight itself (its routes read back say so), so its
  * size is not judged here.
  */
-export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
+export function canaryDrift(d: ImagedDeployment, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
   const running = new Map((d.spec?.template?.spec?.containers ?? []).map((c) => [c.name, c.image]));
   for (const c of want.spec?.template.spec?.containers ?? []) {
     const image = running.get(c.name);
@@ -127,7 +126,7 @@ export function canaryDrift(d: CanaryDeploymentOf, want: V1Deployment, router: R
 }
 
 /** canaryDrift of the canary's size alone. */
-function sizeDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
+function sizeDrift(d: ImagedDeployment, want: V1Deployment, router: RolloutRouterName | undefined): CanaryDrift | undefined {
   const replicas = d.spec?.replicas ?? 1;
   const wanted = want.spec?.replicas ?? 1;
   if (router !== 'replicas' && replicas !== wanted) return { what: 'replicas', message: `the canary Deployment has ${replicas} replicas, not the rollout's ${wanted}` };
@@ -135,7 +134,7 @@ function sizeDrift(d: CanaryDeploymentOf, want: V1Deployment, router: RolloutRou
 }
 
 /** The canary Deployment as the API server has it, with who wrote it. */
-type WrittenDeployment = CanaryDeploymentOf & { metadata: { managedFields?: ManagedFieldsEntry[] } };
+type WrittenDeployment = ImagedDeployment & { metadata: { managedFields?: ManagedFieldsEntry[] } };
 
 /**
  * canaryDrift, but none while the operator's own write is the newest: what differs then was put in during that write
@@ -155,14 +154,14 @@ export function driftByOthers(d: WrittenDeployment, want: V1Deployment, router: 
  * watch wakes the rollout when its status changes), or from the API server (`fresh`: right before traffic is routed
  * to the canary; and whenever the copy in hand says a replica is not ready).
  */
-async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<{ health: CanaryHealth; deployment: CanaryDeploymentOf | null }> {
+async function canaryHealth(deps: ActivityDeps, input: CanaryRef & { version: string }, from: 'in hand' | 'fresh'): Promise<{ health: CanaryHealth; deployment: ImagedDeployment | null }> {
   const ref = childRef(input, kinds.deployment, canaryName(named(input)));
-  const kept = from === 'in hand' ? await read<KubeObject & CanaryDeploymentOf>(deps, ref) : undefined;
+  const kept = from === 'in hand' ? await read<KubeObject & ImagedDeployment>(deps, ref) : undefined;
   // A copy in hand is as new as the watch's last delivery, and a watch can lag behind a loaded API server: a copy
   // that says fewer replicas are ready than wanted is asked again, so no failure is counted on the word of a late watch.
   // (null: read() already asked the API server, which has no such Deployment.)
   const believed = kept === null || (kept !== undefined && (kept.status?.readyReplicas ?? 0) >= (kept.spec?.replicas ?? 0));
-  const d = believed ? kept : await deps.kube.get<CanaryDeploymentOf>(ref);
+  const d = believed ? kept : await deps.kube.get<ImagedDeployment>(ref);
   if (!d) return { health: { exists: false, readyReplicas: 0, desiredReplicas: 0, restarts: 0 }, deployment: null };
   const pods = await deps.kube.list<ObservedPod>(
     { apiVersion: 'v1', kind: 'Pod', namespace: input.namespace },
