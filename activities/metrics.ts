@@ -2,7 +2,7 @@
 // reason there is none. The verdict is the workflow's (workflows/rollout/analysis.ts); here only facts.
 import { ApplicationFailure } from '@temporalio/activity';
 import { FailureType } from '../api/constants.ts';
-import { hostRefusal } from '../reconcile/checks.ts';
+import { describeUrl, hostRefusal } from '../reconcile/checks.ts';
 import type { ActivityDeps } from './deps.ts';
 import type { MetricsInput, MetricValue, NonFiniteSample } from './types.ts';
 
@@ -35,7 +35,13 @@ export async function queryMetrics(deps: Pick<ActivityDeps, 'prometheusAddress' 
 async function instantQuery(address: string, query: string): Promise<Omit<MetricValue, 'name'>> {
   let body: QueryResponse;
   try {
-    const res = await fetch(`${address.replace(/\/$/, '')}/api/v1/query?${new URLSearchParams({ query }).toString()}`, { signal: AbortSignal.timeout(10_000) });
+    // Redirects are not followed (as an HTTP check's and a notification's are not): the host asked is the one
+    // --check-allowed-hosts allowed, not wherever it points (a login proxy, an open redirect).
+    const res = await fetch(`${address.replace(/\/$/, '')}/api/v1/query?${new URLSearchParams({ query }).toString()}`, { redirect: 'manual', signal: AbortSignal.timeout(10_000) });
+    if (res.status >= 300 && res.status < 400) {
+      const location = res.headers.get('location');
+      return { value: null, error: `Prometheus at ${address} answered ${res.status}, a redirect (not followed)${location ? ` to ${describeUrl(location)}` : ''}` };
+    }
     const text = await res.text();
     try {
       body = JSON.parse(text) as QueryResponse;

@@ -1,7 +1,10 @@
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
 import { parseApplication } from '../../api/application.ts';
-import { valueOf } from '../../activities/metrics.ts';
+import { queryMetrics, valueOf } from '../../activities/metrics.ts';
+import { parseHostAllowlist } from '../../reconcile/checks.ts';
 import type { AnalysisVerdict, MetricValue } from '../../activities/types.ts';
 import { analysisPlan, renderQuery, templates } from '../../reconcile/analysis.ts';
 import { describeRange, judge, keepPerMetric, lastVerdicts, tally, type MetricTally } from '../../workflows/rollout/analysis.ts';
@@ -150,6 +153,51 @@ describe('valueOf: one number from an instant query', () => {
       else assert.equal(error, undefined);
     });
   }
+});
+
+describe('queryMetrics: the request to Prometheus (servers on 127.0.0.1)', () => {
+  const servers: Server[] = [];
+  const serve = async (handler: Parameters<typeof createServer>[1]) => {
+    const server = createServer(handler);
+    servers.push(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  };
+  let elsewhere = '';
+  const asked: string[] = [];
+  before(async () => {
+    // What a redirect would lead to: a Prometheus-like answer of 42 the operator must never take.
+    elsewhere = await serve((req, res) => {
+      asked.push(req.url ?? '');
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ status: 'success', data: { resultType: 'scalar', result: [1, '42'] } }));
+    });
+  });
+  after(() => {
+    for (const s of servers) s.close();
+  });
+  const query = [{ name: 'rate', query: 'sum(rate(x[1m]))' }];
+
+  test('a redirect is not followed: the address allowed is the one asked, and the answer says where it pointed', async () => {
+    // An allowed Prometheus behind a login proxy, or a path of the allowed host that redirects anywhere: following
+    // it would send the query (and its answer would decide the rollout) from wherever --check-allowed-hosts says not.
+    const login = await serve((_req, res) => res.writeHead(302, { location: `${elsewhere}/api/v1/query?query=1` }).end('moved'));
+    const [answer] = await queryMetrics({ checkAllowedHosts: parseHostAllowlist('127.0.0.0/8') }, { namespace: 'shop', name: 'cart', address: login, queries: query });
+    assert.equal(answer!.value, null);
+    assert.match(answer!.error ?? '', new RegExp(`^Prometheus at ${login} answered 302, a redirect \\(not followed\\) to ${elsewhere.replace(/[.]/g, '\\.')}/api/v1/query$`));
+    assert.deepEqual(asked, []);
+  });
+
+  test('an answer that is not JSON names the status and the start of the body', async () => {
+    const html = await serve((_req, res) => res.writeHead(503).end('<html>down for maintenance</html>'));
+    const [answer] = await queryMetrics({}, { namespace: 'shop', name: 'cart', address: html, queries: query });
+    assert.equal(answer!.error, `Prometheus at ${html} answered 503: <html>down for maintenance</html>`);
+  });
+
+  test('a JSON answer is read (the address may end with a slash)', async () => {
+    const [answer] = await queryMetrics({}, { namespace: 'shop', name: 'cart', address: `${elsewhere}/`, queries: query });
+    assert.deepEqual(answer, { name: 'rate', value: 42 });
+    assert.match(asked.at(-1) ?? '', /^\/api\/v1\/query\?query=sum%28rate%28x%5B1m%5D%29%29$/);
+  });
 });
 
 describe('verdicts kept and shown', () => {
