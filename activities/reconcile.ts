@@ -6,7 +6,7 @@ import type { ObjectRef } from '../kube/resources.ts';
 import type { RecentObjects } from '../kube/recent.ts';
 import { childKinds, childRef, finalizeOrder, kinds } from '../render/children.ts';
 import { renderChildren } from '../render/index.ts';
-import { degradedEvent, desiredStatus, needsPods, podIssue, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedService } from '../reconcile/status.ts';
+import { degradedEvent, desiredStatus, needsPods, podIssue, statusChanged, withTransitionTimes, type CanaryStatusLike, type Condition, type ObservedPod, type Scaling, type Failure, type Observed, type ObservedDeployment, type ObservedRoute, type ObservedService } from '../reconcile/status.ts';
 import { rolloutKey, rolloutPlan, rolloutSpecState, type RolloutSpecState } from '../reconcile/canary-plan.ts';
 import { planNotifications, type PlanNotification } from '../reconcile/notify.ts';
 import type { RolloutPlan } from '../reconcile/plan.ts';
@@ -300,12 +300,17 @@ async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyM
     const applied = answered.get(describeRef({ kind: k.kind, name }));
     return applied ? Promise.resolve(applied as unknown as T) : read<KubeObject>(deps, { apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name }) as Promise<T | null>;
   };
-  const [deployment, service] = await Promise.all([child<ObservedDeployment>(kinds.deployment), child<ObservedService>(kinds.service)]);
-  if (!needsPods(deployment) && !(podProblem && deployment)) return { deployment, service };
+  // An HTTPRoute's Gateways say in its status whether they serve it (the watcher wakes a pass when they do).
+  const routed = app.spec.traffic?.router === 'gatewayAPI';
+  const [deployment, service, route] = await Promise.all([
+    child<ObservedDeployment>(kinds.deployment), child<ObservedService>(kinds.service), routed ? child<ObservedRoute>(kinds.httpRoute) : undefined,
+  ]);
+  const observed: Observed = { deployment, service, ...(route !== undefined ? { route } : {}) };
+  if (!needsPods(deployment) && !(podProblem && deployment)) return observed;
   // Best effort: only to say why pods are not available; status without it is still right.
   const pods = await deps.kube.list<ObservedPod>({ apiVersion: 'v1', kind: 'Pod', namespace: ns }, `${LABEL_NAME}=${app.metadata.name},${LABEL_VERSION}=${STABLE_VERSION}`)
     .then((l) => l.items, () => undefined);
-  return { deployment, service, ...(pods ? { pods } : {}) };
+  return { ...observed, ...(pods ? { pods } : {}) };
 }
 
 /** Who sets the stable replica count: the spec, or the HPA when autoscaling is on. */

@@ -221,6 +221,8 @@ export const ConditionType = {
   CanarySpecApplied: 'CanarySpecApplied',
   /** True when the HorizontalPodAutoscaler, not spec.replicas, sets the replica count. */
   Autoscaled: 'Autoscaled',
+  /** Of an Application routed by the Gateway API: whether every Gateway in parentRefs accepted its HTTPRoute, as their controllers report. */
+  RouteAccepted: 'RouteAccepted',
 } as const;
 export type ConditionType = (typeof ConditionType)[keyof typeof ConditionType];
 
@@ -239,6 +241,9 @@ export const Reason = {
   Deleting: 'Deleting',
   HorizontalPodAutoscaler: 'HorizontalPodAutoscaler',
   SpecReplicas: 'SpecReplicas',
+  /** RouteAccepted: every parent Gateway accepted the HTTPRoute; or none of their controllers has reported on it yet. */
+  RouteAccepted: 'Accepted',
+  RouteNotReported: 'NoGatewayReport',
   CanaryStarted: 'CanaryStarted',
   CanaryStepCompleted: 'CanaryStepCompleted',
   CanaryPaused: 'CanaryPaused',

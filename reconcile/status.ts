@@ -7,6 +7,23 @@ export interface Observed {
   service: ObservedService | null;
   /** The stable pods, read only while some are not available (to say why). */
   pods?: ObservedPod[];
+  /** Of an Application routed by the Gateway API: its HTTPRoute as last read (null: not there). */
+  route?: ObservedRoute | null;
+}
+
+/** The parts of an HTTPRoute its Gateways' controllers report on. */
+export interface ObservedRoute {
+  metadata: { name: string; namespace?: string };
+  spec?: { parentRefs?: RouteParentRef[] };
+  status?: { parents?: { parentRef: RouteParentRef; controllerName?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[] }[] };
+}
+
+interface RouteParentRef {
+  name: string;
+  namespace?: string;
+  sectionName?: string;
+  kind?: string;
+  group?: string;
 }
 
 export interface ObservedPod {
@@ -250,6 +267,60 @@ export function endpointsOf(svc: ObservedService | null): string[] {
   return out;
 }
 
+/** `namespace/name[/section]` of a parent Gateway, its namespace the route's when unset (as the Gateway API reads it). */
+function parentName(p: RouteParentRef, routeNamespace: string | undefined): string {
+  return `${p.namespace ?? routeNamespace ?? ''}/${p.name}${p.sectionName ? `/${p.sectionName}` : ''}`;
+}
+
+/**
+ * Whether the Gateways an HTTPRoute names took it, from what their controllers wrote in its status (the Gateway API's
+ * `status.parents`): False with the controller's reason when one refused it (Accepted False: NotAllowedByListeners,
+ * NoMatchingListenerHostname...) or cannot resolve its backends (ResolvedRefs False); Unknown while a parent has no
+ * report at all, which is what a Gateway that does not exist (a typo in parentRefs) or has no controller running
+ * looks like; True when every parent accepted it. Without this an Application whose route no Gateway serves said
+ * Running, and its canaries moved weights no request follows.
+ */
+export function routeAcceptedCondition(route: ObservedRoute | null, generation: number | undefined): Condition {
+  const gen = generation !== undefined ? { observedGeneration: generation } : {};
+  const type = ConditionType.RouteAccepted;
+  if (!route) return { type, status: 'Unknown', reason: Reason.RouteNotReported, message: 'the HTTPRoute is not there yet', ...gen };
+  const ns = route.metadata.namespace;
+  const reports = route.status?.parents ?? [];
+  const wanted = route.spec?.parentRefs ?? [];
+  const refused: string[] = [];
+  const silent: string[] = [];
+  let reason: string | undefined;
+  for (const ref of wanted) {
+    const name = parentName(ref, ns);
+    const report = reports.find((r) => parentName(r.parentRef, ns) === name);
+    if (!report) {
+      silent.push(name);
+      continue;
+    }
+    const bad = ['Accepted', 'ResolvedRefs'].map((t) => report.conditions?.find((c) => c.type === t)).find((c) => c?.status === 'False');
+    if (bad) {
+      reason ??= bad.reason ?? `Not${bad.type}`;
+      refused.push(`Gateway ${name} (${report.controllerName ?? 'its controller'}): ${bad.type} False, ${bad.reason ?? 'no reason'}${bad.message ? `: ${bad.message}` : ''}`);
+    }
+  }
+  if (refused.length) return { type, status: 'False', reason: reason ?? 'NotAccepted', message: `HTTPRoute ${route.metadata.name} is not served by ${refused.join('; ')}`, ...gen };
+  if (silent.length) {
+    return {
+      type, status: 'Unknown', reason: Reason.RouteNotReported,
+      message: `no Gateway controller has reported on HTTPRoute ${route.metadata.name} for ${silent.map((n) => `Gateway ${n}`).join(', ')}: check that the Gateway exists (traffic.gatewayAPI.parentRefs) and that its GatewayClass's controller runs; no request reaches the Application through it until then`,
+      ...gen,
+    };
+  }
+  return { type, status: 'True', reason: Reason.RouteAccepted, message: `HTTPRoute ${route.metadata.name} accepted by ${wanted.map((r) => `Gateway ${parentName(r, ns)}`).join(', ')}`, ...gen };
+}
+
+/** What of an HTTPRoute's status the watcher compares: each parent's report, without times or generations (they change with every route edit). */
+export function routeSignature(route: ObservedRoute): string {
+  const ns = route.metadata.namespace;
+  return JSON.stringify((route.status?.parents ?? []).map((p) => [parentName(p.parentRef, ns), p.controllerName ?? '', (p.conditions ?? []).map((c) => [c.type, c.status, c.reason ?? '']).sort()])
+    .sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
+}
+
 function condition(type: string, on: boolean, reason: string, message: string, generation: number | undefined): Condition {
   return { type, status: on ? 'True' : 'False', reason, message, ...(generation !== undefined ? { observedGeneration: generation } : {}) };
 }
@@ -357,6 +428,7 @@ export function desiredStatus(
   const spec = info.rolloutSpec ? canarySpecCondition(info.rolloutSpec, info.observedGeneration) : null;
   const conditions = [
     ...decideConditions(phase, reason, message, info.observedGeneration, issue), ...(info.scaling ? [autoscaledCondition(info.scaling, info.observedGeneration)] : []), ...(spec ? [spec] : []),
+    ...(observed.route !== undefined ? [routeAcceptedCondition(observed.route, info.observedGeneration)] : []),
   ];
   return {
     ...(info.observedGeneration !== undefined ? { observedGeneration: info.observedGeneration } : {}),

@@ -31,9 +31,12 @@ export interface WatchEvent {
   initialSync: boolean;
 }
 
-/** Whether a child's status can wake its workflow (only a Deployment's decides the Application's phase). */
+/**
+ * Whether a child's status can wake its workflow: a Deployment's decides the Application's phase, an HTTPRoute's
+ * whether its Gateways serve it (the RouteAccepted condition). The watcher watches these whole, the rest by metadata.
+ */
 export function statusMatters(kind: string): boolean {
-  return kind === kinds.deployment.kind;
+  return kind === kinds.deployment.kind || kind === kinds.httpRoute.kind;
 }
 
 /**
@@ -50,18 +53,18 @@ export function changeReason(before: Observation | undefined, after: Observation
   }
   // A deleted or edited child is drift to put back.
   if (event.type === 'delete') return 'child';
-  const deployment = statusMatters(after.kind);
+  const statusWakes = statusMatters(after.kind);
   if (event.type === 'update' && before) {
     // A new generation is drift unless the operator's own apply made it (its echo needs no pass to put it back): its
     // write is the newest, and new at this event. A scale through the /scale subresource (`kubectl scale`, the HPA)
     // records no writer: it takes spec.replicas from the operator's entry and leaves that entry, older, the newest.
     const ours = after.oursAt !== undefined && after.oursAt !== before.oursAt;
     if (after.generation !== before.generation && !ours) return 'child';
-    return deployment && after.status !== before.status ? 'child-status' : null;
+    return statusWakes && after.status !== before.status ? 'child-status' : null;
   }
-  // A relist (after a 410) can show a Deployment whose status moved while we were not watching; one we just created
-  // has nothing to report yet.
-  if (event.type === 'add' && !before && !event.initialSync && deployment && after.status !== '') return 'child-status';
+  // A relist (after a 410) can show a Deployment whose status moved (or an HTTPRoute reported on) while we were not
+  // watching; one we just created has nothing to report yet.
+  if (event.type === 'add' && !before && !event.initialSync && statusWakes && after.status !== '' && after.status !== '[]') return 'child-status';
   return null;
 }
 

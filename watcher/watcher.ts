@@ -11,7 +11,7 @@ import { tracer } from '../lib/trace.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds, kinds, type ChildKind } from '../render/children.ts';
-import { deploymentSignature, podSignature, type ObservedDeployment, type ObservedPod } from '../reconcile/status.ts';
+import { deploymentSignature, podSignature, routeSignature, type ObservedDeployment, type ObservedPod, type ObservedRoute } from '../reconcile/status.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
 import {
@@ -178,7 +178,7 @@ export class Watcher {
     for (const ns of scopes) {
       for (const c of watchedKinds) {
         const path = collectionPath({ apiVersion: c.apiVersion, kind: c.kind, namespace: ns });
-        // Only a Deployment's status wakes anything; of the other children the metadata is all the watcher reads.
+        // Only a Deployment's and an HTTPRoute's status wake anything; of the other children the metadata is all the watcher reads.
         this.addInformer(`${c.kind}${ns ? `/${ns}` : ''}`, path, `${LABEL_MANAGED_BY}=${MANAGED_BY}`, (type, obj) => this.onChild(c.kind, type, obj), !statusMatters(c.kind));
       }
       // Stable pods, for what keeps one from running: nothing in its Deployment's status changes when it cannot start.
@@ -708,12 +708,13 @@ function observe(kind: string, obj: Obj): Observation {
 }
 
 /**
- * What of an object's status the watcher compares: of a Deployment, what decides the Application's phase; for an
- * Application in a Release, what its rollout says (the Release follows it); nothing for the rest (our own status
- * writes wake nobody, and no other child's status decides anything).
+ * What of an object's status the watcher compares: of a Deployment, what decides the Application's phase; of an
+ * HTTPRoute, what its Gateways report; for an Application in a Release, what its rollout says (the Release follows
+ * it); nothing for the rest (our own status writes wake nobody, and no other child's status decides anything).
  */
 function statusOf(kind: string, obj: Obj): string {
   if (kind === kinds.deployment.kind) return deploymentSignature(obj as unknown as ObservedDeployment);
+  if (kind === kinds.httpRoute.kind) return routeSignature(obj as unknown as ObservedRoute);
   if (kind === RELEASE_KIND) return releaseSettled(obj) ? SETTLED : '';
   if (kind !== KIND) return '';
   if (!obj.metadata?.annotations?.[RELEASE_ANNOTATION]) return '';

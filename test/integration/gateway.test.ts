@@ -188,6 +188,45 @@ describe('canaries through the Gateway API, on real requests', () => {
     assert.deepEqual(after.byVersion, { stable: 300 }, 'no request reaches the rolled-back canary');
   });
 
+  it('whether a Gateway serves the route is in RouteAccepted: Unknown for a Gateway that does not exist, False with Traefik\'s reason for a listener it lacks, True once corrected (its report wakes a pass) and requests flow', async () => {
+    const { name: gateway, namespace } = await gatewayParentRef();
+    const withParent = async (parentRef: Json) => {
+      const app = await gatewayApp(s.ns, 'parent');
+      app.spec.traffic.gatewayAPI.parentRefs = [parentRef];
+      return app;
+    };
+    const routeAccepted = async () => ((await getApp(s.ns, 'parent'))?.status?.conditions ?? []).find((c: Json) => c.type === 'RouteAccepted') as Json | undefined;
+    const until = (what: string, ok: (c: Json) => boolean) => eventually(what, async () => {
+      const c = await routeAccepted();
+      return c && ok(c) ? c : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 200 });
+
+    await apply(await withParent({ name: `${gateway}-typo`, namespace }));
+    const typo = await until('RouteAccepted Unknown for a Gateway that does not exist', (c) => c.status === 'Unknown');
+    assert.equal(typo.reason, 'NoGatewayReport');
+    assert.match(typo.message, new RegExp(`^no Gateway controller has reported on HTTPRoute parent for Gateway ${namespace}/${gateway}-typo: check that the Gateway exists`));
+    // The workload runs all the same: the condition says what else is wrong.
+    await eventually('the Application Running, still Unknown', async () => {
+      const app = await getApp(s.ns, 'parent');
+      return app?.status?.phase === 'Running' && (await routeAccepted())?.status === 'Unknown' ? true : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 200 });
+
+    await apply(await withParent({ name: gateway, namespace, sectionName: 'nope' }));
+    const refused = await until('RouteAccepted False for a listener the Gateway does not have', (c) => c.status === 'False');
+    assert.equal(refused.reason, 'NoMatchingParent');
+    assert.match(refused.message, new RegExp(`^HTTPRoute parent is not served by Gateway ${namespace}/${gateway}/nope \\(traefik\\.io/gateway-controller\\): Accepted False, NoMatchingParent`));
+
+    // The pass that applies the corrected parentRef finds no report for it yet: only Traefik's status write, through
+    // the watch, can turn the condition True.
+    await apply(await withParent({ name: gateway, namespace }));
+    const accepted = await until('RouteAccepted True once the Gateway reported', (c) => c.status === 'True');
+    assert.equal(accepted.message, `HTTPRoute parent accepted by Gateway ${namespace}/${gateway}`);
+    await eventually('requests answered through the Gateway', async () => {
+      const sent = await sendThroughGateway({ host: hostOf(s.ns, 'parent') }, { count: 20, concurrency: 4 });
+      return sent.byVersion['stable'] === 20 ? true : undefined;
+    }, { timeoutMs: 30_000, intervalMs: 500 });
+  });
+
   it('a hand edit of the HTTPRoute mid-rollout is put back, and an Event says so', async () => {
     await apply(await gatewayApp(s.ns, 'edit', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 30 }, { pause: {} }] }));
     await waitCanaryPhase(s.ns, 'edit', 'Paused', 120_000);

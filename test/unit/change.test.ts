@@ -35,6 +35,10 @@ describe('changeReason', () => {
     { name: 'a Deployment with nothing to report yet (just created): nothing', before: undefined, after: child('Deployment', { status: '' }), event: ev('add'), reason: null },
     { name: 'a Service added: nothing (our own apply)', before: undefined, after: child('Service'), event: ev('add'), reason: null },
     { name: 'children listed during the first sync: nothing', before: undefined, after: child('Deployment'), event: ev('add', true), reason: null },
+    // The Gateways' report on an HTTPRoute (reconcile/status.ts routeSignature) decides its RouteAccepted condition.
+    { name: 'a Gateway reported on an HTTPRoute: child-status', before: child('HTTPRoute', { status: '[]' }), after: child('HTTPRoute', { status: '[["gw/local","c",[["Accepted","True","Accepted"]]]]' }), event: ev('update'), reason: 'child-status' },
+    { name: 'an HTTPRoute whose report is unchanged (our weights moved): nothing', before: child('HTTPRoute', { oursAt: T1 }), after: child('HTTPRoute', { generation: 2, oursAt: T2 }), event: ev('update'), reason: null },
+    { name: 'an HTTPRoute with no report yet, seen again on a relist: nothing', before: undefined, after: child('HTTPRoute', { status: '[]' }), event: ev('add'), reason: null },
   ];
   for (const c of cases) test(c.name, () => assert.equal(changeReason(c.before, c.after, c.event), c.reason));
 });

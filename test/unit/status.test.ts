@@ -10,6 +10,8 @@ import {
   degradedEvent,
   deploymentSignature,
   desiredStatus,
+  routeAcceptedCondition,
+  routeSignature,
   endpointsOf,
   needsPods,
   appImage,
@@ -371,6 +373,52 @@ describe('desiredStatus', () => {
       endpoints: [],
       workflowId: 'w',
     });
+  });
+});
+
+describe('routeAcceptedCondition: whether the Gateways serve the HTTPRoute, as their controllers report', () => {
+  const parent = (name: string, namespace?: string) => ({ name, ...(namespace ? { namespace } : {}) });
+  const report = (ref: { name: string; namespace?: string }, ...conditions: [string, string, string?, string?][]) => ({
+    parentRef: { group: 'gateway.networking.k8s.io', kind: 'Gateway', ...ref }, controllerName: 'traefik.io/gateway-controller',
+    conditions: conditions.map(([type, status, reason, message]) => ({ type, status, ...(reason ? { reason } : {}), ...(message ? { message } : {}) })),
+  });
+  const route = (refs: { name: string; namespace?: string }[], parents?: ReturnType<typeof report>[]) => ({
+    metadata: { name: 'shop', namespace: 'prod' }, spec: { parentRefs: refs }, ...(parents ? { status: { parents } } : {}),
+  });
+  const local = parent('local', 'gateway-system');
+  const cases: { name: string; route: Parameters<typeof routeAcceptedCondition>[0]; status: string; reason: string; message: RegExp }[] = [
+    { name: 'accepted by its one Gateway', route: route([local], [report(local, ['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'True', 'ResolvedRefs'])]), status: 'True', reason: 'Accepted', message: /^HTTPRoute shop accepted by Gateway gateway-system\/local$/ },
+    { name: "a Gateway of the route's own namespace (parentRef without namespace), reported with it", route: route([parent('edge')], [report(parent('edge', 'prod'), ['Accepted', 'True', 'Accepted'])]), status: 'True', reason: 'Accepted', message: /Gateway prod\/edge$/ },
+    { name: 'no report at all (a Gateway that does not exist, or no controller): Unknown, saying what to check', route: route([parent('locall', 'gateway-system')]), status: 'Unknown', reason: 'NoGatewayReport', message: /^no Gateway controller has reported on HTTPRoute shop for Gateway gateway-system\/locall: check that the Gateway exists/ },
+    { name: "refused by its listeners: False with the controller's reason and words", route: route([local], [report(local, ['Accepted', 'False', 'NotAllowedByListeners', 'no listener allows routes from prod'])]), status: 'False', reason: 'NotAllowedByListeners', message: /^HTTPRoute shop is not served by Gateway gateway-system\/local \(traefik\.io\/gateway-controller\): Accepted False, NotAllowedByListeners: no listener allows routes from prod$/ },
+    { name: 'accepted, but a backend not resolved: False', route: route([local], [report(local, ['Accepted', 'True', 'Accepted'], ['ResolvedRefs', 'False', 'BackendNotFound', 'service prod/shop-stable not found'])]), status: 'False', reason: 'BackendNotFound', message: /ResolvedRefs False, BackendNotFound: service prod\/shop-stable not found/ },
+    { name: 'one of two accepted, the other silent: Unknown, naming the silent one', route: route([local, parent('other', 'gateway-system')], [report(local, ['Accepted', 'True', 'Accepted'])]), status: 'Unknown', reason: 'NoGatewayReport', message: /for Gateway gateway-system\/other:/ },
+    { name: 'a refusal outranks a silence', route: route([local, parent('other', 'gateway-system')], [report(parent('other', 'gateway-system'), ['Accepted', 'False', 'NoMatchingListenerHostname'])]), status: 'False', reason: 'NoMatchingListenerHostname', message: /Gateway gateway-system\/other .*NoMatchingListenerHostname$/ },
+    { name: "a report for another route's parent only (a section of it) does not count", route: route([local], [report({ ...local, sectionName: 'https' } as { name: string; namespace?: string }, ['Accepted', 'True', 'Accepted'])]), status: 'Unknown', reason: 'NoGatewayReport', message: /gateway-system\/local:/ },
+    { name: 'no HTTPRoute yet', route: null, status: 'Unknown', reason: 'NoGatewayReport', message: /not there yet/ },
+  ];
+  for (const c of cases) {
+    test(c.name, () => {
+      const got = routeAcceptedCondition(c.route, 3);
+      assert.equal(got.type, 'RouteAccepted');
+      assert.equal(got.status, c.status);
+      assert.equal(got.reason, c.reason);
+      assert.match(got.message, c.message);
+      assert.equal(got.observedGeneration, 3);
+    });
+  }
+
+  test('desiredStatus carries it only for an Application whose route was observed', () => {
+    const accepted = route([local], [report(local, ['Accepted', 'True', 'Accepted'])]);
+    assert.equal(desiredStatus(app(), { ...observed(deployment({ ready: 3 }), service), route: accepted }, null, info).conditions.find((c) => c.type === 'RouteAccepted')?.status, 'True');
+    assert.equal(desiredStatus(app(), observed(deployment({ ready: 3 }), service), null, info).conditions.find((c) => c.type === 'RouteAccepted'), undefined);
+  });
+
+  test('routeSignature: what a controller reports, not when (times and generations move with every weight change)', () => {
+    const at = (generation: number, time: string) => route([local], [{ ...report(local, ['Accepted', 'True', 'Accepted']), conditions: [{ type: 'Accepted', status: 'True', reason: 'Accepted', observedGeneration: generation, lastTransitionTime: time } as { type: string; status: string }] }]);
+    assert.equal(routeSignature(at(2, 'a')), routeSignature(at(7, 'b')));
+    assert.notEqual(routeSignature(at(2, 'a')), routeSignature(route([local], [report(local, ['Accepted', 'False', 'NotAllowedByListeners'])])));
+    assert.equal(routeSignature(route([local])), '[]');
   });
 });
 
