@@ -300,10 +300,12 @@ async function observe(deps: ActivityDeps, app: Application, answered: ReadonlyM
     const applied = answered.get(describeRef({ kind: k.kind, name }));
     return applied ? Promise.resolve(applied as unknown as T) : read<KubeObject>(deps, { apiVersion: k.apiVersion, kind: k.kind, namespace: ns, name }) as Promise<T | null>;
   };
-  // An HTTPRoute's Gateways say in its status whether they serve it (the watcher wakes a pass when they do).
+  // An HTTPRoute's Gateways say in its status whether they serve it (the watcher wakes a pass when they do). Best
+  // effort, like the pods below: a route that cannot be read leaves the condition out, and the pass goes on.
   const routed = app.spec.traffic?.router === 'gatewayAPI';
   const [deployment, service, route] = await Promise.all([
-    child<ObservedDeployment>(kinds.deployment), child<ObservedService>(kinds.service), routed ? child<ObservedRoute>(kinds.httpRoute) : undefined,
+    child<ObservedDeployment>(kinds.deployment), child<ObservedService>(kinds.service),
+    routed ? child<ObservedRoute>(kinds.httpRoute).catch(() => undefined) : undefined,
   ]);
   const observed: Observed = { deployment, service, ...(route !== undefined ? { route } : {}) };
   if (!needsPods(deployment) && !(podProblem && deployment)) return observed;
