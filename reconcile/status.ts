@@ -1,5 +1,6 @@
 import type { AppliedChild, Application, ApplicationStatus } from '../api/application.ts';
 import { CONTAINER_NAME, ConditionType, Phase, Reason, isTerminal } from '../api/constants.ts';
+import type { ParentRef } from '../render/gateway.ts';
 
 /** What the reconcile activity observed of the children that status is derived from. */
 export interface Observed {
@@ -14,16 +15,8 @@ export interface Observed {
 /** The parts of an HTTPRoute its Gateways' controllers report on. */
 export interface ObservedRoute {
   metadata: { name: string; namespace?: string };
-  spec?: { parentRefs?: RouteParentRef[] };
-  status?: { parents?: { parentRef: RouteParentRef; controllerName?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[] }[] };
-}
-
-interface RouteParentRef {
-  name: string;
-  namespace?: string;
-  sectionName?: string;
-  kind?: string;
-  group?: string;
+  spec?: { parentRefs?: ParentRef[] };
+  status?: { parents?: { parentRef: ParentRef; controllerName?: string; conditions?: { type: string; status: string; reason?: string; message?: string }[] }[] };
 }
 
 export interface ObservedPod {
@@ -268,7 +261,7 @@ export function endpointsOf(svc: ObservedService | null): string[] {
 }
 
 /** `namespace/name[/section]` of a parent Gateway, its namespace the route's when unset (as the Gateway API reads it). */
-function parentName(p: RouteParentRef, routeNamespace: string | undefined): string {
+function parentName(p: ParentRef, routeNamespace: string | undefined): string {
   return `${p.namespace ?? routeNamespace ?? ''}/${p.name}${p.sectionName ? `/${p.sectionName}` : ''}`;
 }
 
@@ -287,9 +280,8 @@ export function routeAcceptedCondition(route: ObservedRoute | null, generation: 
   const ns = route.metadata.namespace;
   const reports = route.status?.parents ?? [];
   const wanted = route.spec?.parentRefs ?? [];
-  const refused: string[] = [];
+  const refused: { reason: string; text: string }[] = [];
   const silent: string[] = [];
-  let reason: string | undefined;
   for (const ref of wanted) {
     const name = parentName(ref, ns);
     const report = reports.find((r) => parentName(r.parentRef, ns) === name);
@@ -299,11 +291,14 @@ export function routeAcceptedCondition(route: ObservedRoute | null, generation: 
     }
     const bad = ['Accepted', 'ResolvedRefs'].map((t) => report.conditions?.find((c) => c.type === t)).find((c) => c?.status === 'False');
     if (bad) {
-      reason ??= bad.reason ?? `Not${bad.type}`;
-      refused.push(`Gateway ${name} (${report.controllerName ?? 'its controller'}): ${bad.type} False, ${bad.reason ?? 'no reason'}${bad.message ? `: ${bad.message}` : ''}`);
+      refused.push({
+        reason: bad.reason ?? `Not${bad.type}`,
+        text: `Gateway ${name} (${report.controllerName ?? 'its controller'}): ${bad.type} False, ${bad.reason ?? 'no reason'}${bad.message ? `: ${bad.message}` : ''}`,
+      });
     }
   }
-  if (refused.length) return { type, status: 'False', reason: reason ?? 'NotAccepted', message: `HTTPRoute ${route.metadata.name} is not served by ${refused.join('; ')}`, ...gen };
+  const [first] = refused;
+  if (first) return { type, status: 'False', reason: first.reason, message: `HTTPRoute ${route.metadata.name} is not served by ${refused.map((r) => r.text).join('; ')}`, ...gen };
   if (silent.length) {
     return {
       type, status: 'Unknown', reason: Reason.RouteNotReported,
