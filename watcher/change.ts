@@ -1,6 +1,6 @@
 // What a watch event means to an Application's workflow, as one pure function the watcher calls for every event.
 import type { AppliedChild } from '../api/application.ts';
-import { FINALIZER, KIND, Phase, RELEASE_KIND, rolloutInFlight } from '../api/constants.ts';
+import { ConditionType, FINALIZER, KIND, Phase, RELEASE_KIND, rolloutInFlight } from '../api/constants.ts';
 import { kinds } from '../render/children.ts';
 import type { ChangeReason } from '../workflows/contract.ts';
 
@@ -90,6 +90,16 @@ export interface SettledRecord {
   children: string[];
   /** The stable Deployment's signature (reconcile/status.ts deploymentSignature) that status was written from. */
   deployment: string;
+  /**
+   * Of an Application with an HTTPRoute: its RouteAccepted condition's `status/reason` ('' when status has none, as
+   * after an operator that did not write it), to compare with what the listed route's Gateways report (routeVerdict).
+   */
+  route?: string;
+}
+
+/** A RouteAccepted condition, or the one an HTTPRoute's reports make, as a starting watcher compares them. */
+export function routeVerdict(c: { status: string; reason?: string } | undefined): string {
+  return c ? `${c.status}/${c.reason ?? ''}` : '';
 }
 
 /** One child as the watcher and status both name it. */
@@ -101,7 +111,7 @@ interface SettledView {
   metadata?: { generation?: number; deletionTimestamp?: string; finalizers?: string[] };
   status?: {
     observedGeneration?: number; phase?: string; desiredReplicas?: number; readyReplicas?: number; availableReplicas?: number;
-    canary?: { phase?: string }; children?: AppliedChild[];
+    canary?: { phase?: string }; children?: AppliedChild[]; conditions?: { type: string; status: string; reason?: string }[];
   };
 }
 
@@ -117,9 +127,11 @@ export function settledRecord(app: SettledView): SettledRecord | null {
   if (s.observedGeneration === undefined || s.observedGeneration !== m.generation || s.phase !== Phase.Running) return null;
   if (rolloutInFlight(s)) return null;
   if (!Array.isArray(s.children)) return null;
+  const routed = s.children.some((c) => c.kind === kinds.httpRoute.kind);
   return {
     children: s.children.map(childLabel).sort(),
     deployment: JSON.stringify([Phase.Running, s.desiredReplicas ?? 1, s.readyReplicas ?? 0, s.availableReplicas ?? 0]),
+    ...(routed ? { route: routeVerdict(s.conditions?.find((c) => c.type === ConditionType.RouteAccepted)) } : {}),
   };
 }
 
@@ -127,15 +139,18 @@ export function settledRecord(app: SettledView): SettledRecord | null {
  * Why a settled Application must have a pass after all, once every collection has been listed (null: it needs
  * none). `listed` are its children as listed (`Kind/name@generation`, of the kinds watched), `watchedKinds` the
  * kinds the watcher lists (a recorded child of another kind cannot be checked and is not), `deployment` the
- * signature of its stable Deployment as listed ('' when absent).
+ * signature of its stable Deployment as listed ('' when absent), `route` the verdict its listed HTTPRoute's reports
+ * make (routeVerdict; undefined when the route was not listed or not watched whole).
  */
-export function startupDrift(record: SettledRecord, listed: string[], watchedKinds: ReadonlySet<string>, deployment: string | undefined): string | null {
+export function startupDrift(record: SettledRecord, listed: string[], watchedKinds: ReadonlySet<string>, deployment: string | undefined, route?: string): string | null {
   const expected = record.children.filter((c) => watchedKinds.has(c.slice(0, c.indexOf('/'))));
   const seen = [...listed].sort();
   const missing = expected.filter((c) => !seen.includes(c));
   const extra = seen.filter((c) => !expected.includes(c));
   if (missing.length || extra.length) return `children changed while away: ${[...missing.map((c) => `-${c}`), ...extra.map((c) => `+${c}`)].join(' ')}`;
   if (deployment !== record.deployment) return `stable Deployment is ${deployment || 'not listed'}, status says ${record.deployment}`;
+  // The Gateways' reports moved while away (a Gateway deleted, a listener changed), or status has no RouteAccepted yet.
+  if (record.route !== undefined && route !== undefined && route !== record.route) return `HTTPRoute's Gateways report ${route}, status says RouteAccepted ${record.route || 'nothing'}`;
   return null;
 }
 

@@ -11,7 +11,7 @@ import { tracer } from '../lib/trace.ts';
 import { collectionPath } from '../kube/resources.ts';
 import type { Logger } from '../operator/log.ts';
 import { childKinds, kinds, type ChildKind } from '../render/children.ts';
-import { deploymentSignature, podSignature, routeSignature, type ObservedDeployment, type ObservedPod, type ObservedRoute } from '../reconcile/status.ts';
+import { deploymentSignature, podSignature, routeAcceptedCondition, routeSignature, type ObservedDeployment, type ObservedPod, type ObservedRoute } from '../reconcile/status.ts';
 import type { applicationWorkflow } from '../workflows/application.ts';
 import type { releaseWorkflow } from '../workflows/release/workflow.ts';
 import {
@@ -19,7 +19,7 @@ import {
   type ChangeReason, type ChangeSignal, type LoopOptions, type ReleaseWorkflowInput,
 } from '../workflows/contract.ts';
 import { appNameKey, appNamespaceKey, appPhaseKey } from '../workflows/search-attributes.ts';
-import { changeReason, childLabel, podChangeReason, reasonStrength, settledRecord, startupDrift, statusMatters, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
+import { changeReason, childLabel, podChangeReason, reasonStrength, routeVerdict, settledRecord, startupDrift, statusMatters, type Observation, type SettledRecord, type StartOutcome, type WatchEvent } from './change.ts';
 import { ourNewestWrite, type ManagedFieldsEntry } from '../kube/managed-fields.ts';
 import { Sweeper, workflowObject, type SweepFindings } from './sweep.ts';
 
@@ -125,6 +125,8 @@ export class Watcher {
    * not signalled, to check against their children once every collection is listed (settleStartup); then undefined.
    */
   private startup: Map<string, SettledRecord> | undefined = new Map();
+  /** While starting: namespace/name of an Application -> the verdict its HTTPRoute's reports make (change.ts routeVerdict). */
+  private startupRoutes = new Map<string, string>();
   /** What the start found of the settled Applications: unchanged (left alone) and changed while away (resynced). */
   startupSummary: { unchanged: number; changed: number } | undefined;
   /** When each Application and Release was first seen: the sweep expects a workflow only of those seen a sweep ago. */
@@ -283,7 +285,9 @@ export class Watcher {
    */
   private settleStartup(watchedKinds: ReadonlySet<string>): void {
     const waiting = this.startup;
+    const routes = this.startupRoutes;
     this.startup = undefined;
+    this.startupRoutes = new Map();
     if (!waiting || this.stopped) return;
     const listed = new Map<string, string[]>();
     const deployments = new Map<string, string>();
@@ -298,7 +302,7 @@ export class Watcher {
     const unlisted = this.informers.filter((i) => !i.reflector.synced).map((i) => i.name);
     let resynced = 0;
     for (const [key, record] of waiting) {
-      const drift = unlisted.length ? `not listed: ${unlisted.join(', ')}` : startupDrift(record, listed.get(key) ?? [], watchedKinds, deployments.get(key));
+      const drift = unlisted.length ? `not listed: ${unlisted.join(', ')}` : startupDrift(record, listed.get(key) ?? [], watchedKinds, deployments.get(key), routes.get(key));
       if (!drift) continue;
       resynced++;
       this.opts.log.info({ application: key, drift }, 'settled Application changed while away: resyncing it');
@@ -505,7 +509,10 @@ export class Watcher {
     const app = this.apps.get(appKey);
     if (!app || app.deleting || this.namespacesGoing.has(obj.metadata.namespace)) return;
     // A settled Application's children, as first listed, are compared all at once when the start ends.
-    if (type === 'add' && !before && this.startup?.has(appKey)) return;
+    if (type === 'add' && !before && this.startup?.has(appKey)) {
+      if (kind === kinds.httpRoute.kind && obj.metadata.name === owner.name) this.startupRoutes.set(appKey, routeVerdict(routeAcceptedCondition(obj as unknown as ObservedRoute, undefined)));
+      return;
+    }
     const reason = changeReason(before, now, { type, initialSync: this.initialSync });
     if (reason) this.enqueue(`app:${appKey}`, reason, `${kind}/${obj.metadata.name}`);
   }

@@ -84,6 +84,14 @@ describe('settledRecord: an Application a starting watcher need not signal', () 
     ['no status', { metadata: { generation: 1, finalizers: [FINALIZER] } }],
   ];
   for (const [name, obj] of unsettled) test(`not settled: ${name}`, () => assert.equal(settledRecord(obj), null));
+
+  test('with an HTTPRoute: its RouteAccepted condition\'s status and reason too, or \'\' when status has none (an older operator\'s)', () => {
+    const routed = [...children, { kind: 'HTTPRoute', name: 'shop', generation: 1 }];
+    const accepted = { type: 'RouteAccepted', status: 'True', reason: 'Accepted', message: 'served' };
+    assert.equal(settledRecord(settled({}, { children: routed, conditions: [{ type: 'Ready', status: 'True', reason: 'AllReplicasReady' }, accepted] }))?.route, 'True/Accepted');
+    assert.equal(settledRecord(settled({}, { children: routed }))?.route, '');
+    assert.equal(settledRecord(settled())?.route, undefined, 'no route, nothing to compare');
+  });
 });
 
 describe('startupDrift: what changed while no watcher watched', () => {
@@ -107,6 +115,20 @@ describe('startupDrift: what changed while no watcher watched', () => {
   for (const [name, now, deployment, why] of drifts) {
     test(`changed: ${name}`, () => assert.match(startupDrift(record, now, watched, deployment) ?? '', why));
   }
+
+  describe('an HTTPRoute\'s Gateways', () => {
+    const routed = { ...record, route: 'True/Accepted' };
+    test('reporting what status says, or the route not listed whole: nothing', () => {
+      assert.equal(startupDrift(routed, listed, watched, record.deployment, 'True/Accepted'), null);
+      assert.equal(startupDrift(routed, listed, watched, record.deployment, undefined), null);
+    });
+    test('reporting something else (a Gateway deleted while away): changed', () => {
+      assert.match(startupDrift(routed, listed, watched, record.deployment, 'Unknown/NoGatewayReport') ?? '', /report Unknown\/NoGatewayReport, status says RouteAccepted True\/Accepted/);
+    });
+    test('status without RouteAccepted (written before the operator had it): changed, so a pass writes it', () => {
+      assert.match(startupDrift({ ...record, route: '' }, listed, watched, record.deployment, 'True/Accepted') ?? '', /status says RouteAccepted nothing/);
+    });
+  });
 });
 
 describe('ourNewestWrite', () => {
