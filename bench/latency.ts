@@ -138,7 +138,7 @@ export async function runLatency(ctx: Ctx): Promise<LatencyResult> {
     const runSource = await sourceHash();
     if (runSource !== ctx.bundleSource) progress(`  WARNING: the operator's sources changed since the workflow bundle was built (${ctx.bundleSource} -> ${runSource})`);
     await phase(`latency: start 1 operator process on task queue ${taskQueue}, watching ${ns}`, () => ops.start({
-      namespace: ns, taskQueue, workers: 1, logDir: ctx.logDir, extraArgs: opts.operatorArgs,
+      namespace: ns, taskQueue, workers: 1, logDir: ctx.logDir, extraArgs: opts.operatorArgs, extraEnv: opts.operatorEnv,
     }));
     for (const p of ops.procs) progress(`  process ${p.index} (--mode ${p.mode}) pid ${p.pid}, log ${p.process.logFile}`);
     ctx.operatorPids.splice(0, ctx.operatorPids.length, ...ops.procs.map((p): [string, number] => ['operator', p.pid]));

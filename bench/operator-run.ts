@@ -174,7 +174,7 @@ export async function runOperator(ctx: Ctx, workers: number, floor: FloorResult 
     const runSource = await sourceHash();
     if (runSource !== ctx.bundleSource) progress(`  WARNING: the operator's sources changed since the workflow bundle was built (${ctx.bundleSource} -> ${runSource}): this run's activities and watcher run newer code than its workflows`);
     await phase(`operator (${label}): start ${workers} process(es) on task queue ${taskQueue}, watching ${ns}`, () => ops.start({
-      namespace: ns, taskQueue, workers, logDir: ctx.logDir, extraArgs: opts.operatorArgs,
+      namespace: ns, taskQueue, workers, logDir: ctx.logDir, extraArgs: opts.operatorArgs, extraEnv: opts.operatorEnv,
     }));
     for (const p of ops.procs) progress(`  process ${p.index} (--mode ${p.mode}) pid ${p.pid}, log ${p.process.logFile}`);
     ctx.operatorPids.splice(0, ctx.operatorPids.length, ...ops.procs.map((p): [string, number] => ['operator', p.pid]));

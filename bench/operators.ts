@@ -18,6 +18,8 @@ export interface OperatorSpec {
   logDir: string;
   /** Flags after the benchmark's own (--operator-arg). */
   extraArgs: string[];
+  /** More environment for each process (--operator-env). */
+  extraEnv?: Record<string, string>;
   /** Tells the log and probe files of processes started later on the same namespace apart (a restart's). */
   tag?: string;
   /** Every process in --mode all with --leader-elect on this Lease (in the namespace): one watches, the rest stand by. */
@@ -67,7 +69,7 @@ export class Operators {
         namespaces: [spec.namespace], taskQueue: spec.taskQueue, mode,
         // The production defaults, so that what is measured is what users run.
         flags: ['--log-level=info', ...lease], extraArgs: spec.extraArgs,
-        nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { BENCH_PROBE_FILE: probeFile },
+        nodeArgs: ['--import', join(root, 'bench', 'probe.ts')], extraEnv: { ...spec.extraEnv, BENCH_PROBE_FILE: probeFile },
         logFile: join(spec.logDir, `operator-${name}-${index}-${mode}.log`), readyTimeoutMs: 120_000,
       });
       const readyAt = Date.now();

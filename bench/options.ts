@@ -41,6 +41,8 @@ export interface Options {
   finalizerPolicy: boolean;
   keepStack: boolean;
   operatorArgs: string[];
+  /** More environment for every operator process (e.g. another allocator: docs/benchmark.md). */
+  operatorEnv: Record<string, string>;
 }
 
 /** What the command line asks for: a benchmark run, or the tables of an earlier result file again. */
@@ -85,6 +87,8 @@ export const usage = `usage: npm run bench -- --apps N [options]
   --no-finalizer-policy    the operator's namespaces are not bound to the chart's finalizer policy: the operator
                            adds its finalizer itself (one write more per create), as on a cluster without the policy
   --operator-arg FLAG      extra flag for every operator process (repeatable), e.g. --operator-arg=--coalesce-ms=100
+  --operator-env K=V       extra environment variable for every operator process (repeatable), e.g.
+                           --operator-env MALLOC_CONF=narenas:2
   --keep-stack             leave the stack running (prints its state dir)
   --report FILE            print the tables of an earlier results/bench-*.json again (no stack is started)`;
 
@@ -110,6 +114,7 @@ export function parseOptions(argv: string[]): Command {
       'no-floor': { type: 'boolean', default: false },
       'no-finalizer-policy': { type: 'boolean', default: false },
       'operator-arg': { type: 'string', multiple: true, default: [] },
+      'operator-env': { type: 'string', multiple: true, default: [] },
       'keep-stack': { type: 'boolean', default: false },
       report: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -159,6 +164,16 @@ export function parseOptions(argv: string[]): Command {
       finalizerPolicy: !values['no-finalizer-policy'],
       keepStack: values['keep-stack'],
       operatorArgs: values['operator-arg'],
+      operatorEnv: envOf(values['operator-env']),
     },
   };
+}
+
+/** `K=V` pairs as an environment; throws on one without a name or `=`. */
+function envOf(pairs: string[]): Record<string, string> {
+  return Object.fromEntries(pairs.map((p) => {
+    const at = p.indexOf('=');
+    if (at <= 0) throw new Error(`--operator-env takes NAME=VALUE, got ${JSON.stringify(p)}\n${usage}`);
+    return [p.slice(0, at), p.slice(at + 1)];
+  }));
 }

@@ -121,7 +121,7 @@ async function restartOnce(ctx: Ctx, live: LiveRun, current: Operators, signal: 
   const ops = new Operators();
   ctx.cleanups.push(() => ops.stop());
   const at = await serverAt(ctx);
-  await phase(`restart ${name}: start a new process`, () => ops.start({ namespace: live.namespace, taskQueue: live.taskQueue, workers: 1, logDir: ctx.logDir, extraArgs: ctx.opts.operatorArgs, tag }));
+  await phase(`restart ${name}: start a new process`, () => ops.start({ namespace: live.namespace, taskQueue: live.taskQueue, workers: 1, logDir: ctx.logDir, extraArgs: ctx.opts.operatorArgs, extraEnv: ctx.opts.operatorEnv, tag }));
   const p = ops.procs[0]!;
   ctx.operatorPids.splice(0, ctx.operatorPids.length, ['operator', p.pid]);
   const result = await measure(ctx, live, { name, stopSeconds, readyMeans: '/readyz answers 200', ops, procs: [p], from: p.startedAt, readyAt: p.readyAt, before: {}, ...at });
@@ -144,7 +144,7 @@ async function failover(ctx: Ctx, live: LiveRun): Promise<RestartCase> {
   ctx.cleanups.push(() => ops.stop());
   try {
     await phase(`restart ${name}: start two --leader-elect replicas (Lease ${leaseName})`, () => ops.start({
-      namespace: live.namespace, taskQueue: live.taskQueue, workers: 2, logDir: ctx.logDir, extraArgs: ctx.opts.operatorArgs, tag: 'failover', leaderElect: { leaseName },
+      namespace: live.namespace, taskQueue: live.taskQueue, workers: 2, logDir: ctx.logDir, extraArgs: ctx.opts.operatorArgs, extraEnv: ctx.opts.operatorEnv, tag: 'failover', leaderElect: { leaseName },
     }));
     ctx.operatorPids.splice(0, ctx.operatorPids.length, ...ops.procs.map((p): [string, number] => ['operator', p.pid]));
     const leader = await phase(`restart ${name}: until one leads and both are idle`, async () => {

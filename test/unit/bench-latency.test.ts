@@ -46,6 +46,15 @@ describe('bench options: --scenario', () => {
     assert.throws(() => parseOptions([]), /--apps must be/);
   });
 
+  test('--operator-env: NAME=VALUE pairs for every operator process, the value kept whole', () => {
+    const c = parseOptions(['--apps', '10', '--operator-env', 'MALLOC_CONF=narenas:2,dirty_decay_ms:1000', '--operator-env=LD_PRELOAD=/lib/x.so']);
+    assert.ok('run' in c);
+    assert.deepEqual(c.run.operatorEnv, { MALLOC_CONF: 'narenas:2,dirty_decay_ms:1000', LD_PRELOAD: '/lib/x.so' });
+    assert.deepEqual((parseOptions(['--apps', '10']) as { run: { operatorEnv: object } }).run.operatorEnv, {});
+    assert.throws(() => parseOptions(['--apps', '10', '--operator-env', 'novalue']), /--operator-env takes NAME=VALUE, got "novalue"/);
+    assert.throws(() => parseOptions(['--apps', '10', '--operator-env', '=x']), /NAME=VALUE/);
+  });
+
   test('latency: its own sample, one process, no floor, 60 s per wait', () => {
     const c = parseOptions(['--scenario', 'latency']);
     assert.ok('run' in c);
