@@ -2,7 +2,7 @@
 // their canaries by changing their specs (so each Application's CR keeps saying what runs), observe them, and write
 // the Release's status. Each is idempotent; the decisions are the workflow's.
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { parseApplication, type Application } from '../api/application.ts';
+import { parseApplication, rolloutRouterOf, type Application } from '../api/application.ts';
 import { imageAtVersion } from '../api/image.ts';
 import { API_VERSION, FailureType, FINALIZER, FLEET_RELEASE_ANNOTATION, KIND, Phase, Reason, RELEASE_ANNOTATION, RolloutPhase, finalizerRelease, isTerminal } from '../api/constants.ts';
 import { RELEASE_KIND, parseRelease, terminalReleasePhases } from '../api/release.ts';
@@ -82,7 +82,7 @@ export async function readRelease(deps: ActivityDeps, input: ReleaseRef): Promis
 
 /**
  * Claims every Application of the Release (an annotation), or none: refused, with a message, when one does not
- * exist, runs without the mesh, belongs to another running Release, runs its own canary, or already ran this
+ * exist, has no router for a canary, belongs to another running Release, runs its own canary, or already ran this
  * very canary. Claiming again what is already ours is a no-op, so a retried activity is harmless.
  */
 export async function claimApplications(deps: ActivityDeps, input: ClaimInput): Promise<ClaimResult> {
@@ -122,12 +122,22 @@ async function claimIn(deps: ActivityDeps, kube: Kube, input: ClaimInput): Promi
       problems.push({ name: want.name, message: `Application ${want.name}${where} is in that cluster's own Release ${local}, which is running` });
       continue;
     }
-    if (!app.spec.serviceMesh?.enabled) {
-      problems.push({ name: want.name, message: `Application ${want.name} has serviceMesh.enabled false: a Release rolls out through canaries, which need the mesh` });
+    // A Release rolls out through each Application's own canary, on whatever router its spec names (Istio, the
+    // Gateway API, replica counts; a blue-green switch of its Service): one without any cannot run a canary.
+    if (!rolloutRouterOf(app.spec)) {
+      problems.push({ name: want.name, message: `Application ${want.name} has no router for a canary: set serviceMesh.enabled (Istio), or traffic.router gatewayAPI or replicas` });
+      continue;
+    }
+    // What the Release will write into its spec must be a spec the API server and the operator take (a header or
+    // mirror step on replica counts is not): refused now, before anything is claimed, rather than halfway through.
+    const mesh = (raw['spec'] as { serviceMesh?: { canary?: object } } | undefined)?.serviceMesh;
+    const started = parseApplication({ ...raw, spec: { ...raw['spec'] as object, serviceMesh: { ...mesh, canary: { ...mesh?.canary, enabled: true, canaryVersion: want.canaryVersion, ...(want.steps ? { steps: want.steps } : {}) } } } });
+    if (!started.ok) {
+      problems.push({ name: want.name, message: `Application ${want.name} cannot run this Release's canary: ${started.message}` });
       continue;
     }
     const own = app.status?.canary;
-    const canary = app.spec.serviceMesh.canary;
+    const canary = app.spec.serviceMesh?.canary;
     const image = releaseCanaryImage(app, want.canaryVersion, want.image);
     if (owner !== input.release) {
       if (own?.phase && !isTerminal(own.phase)) {

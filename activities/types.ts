@@ -316,7 +316,8 @@ export interface InCluster {
 export interface ClaimInput extends InCluster {
   namespace: string;
   release: string;
-  apps: { name: string; canaryVersion: string; image?: string }[];
+  /** `steps`: the canary steps of the Application's wave, which its spec must take (absent: its own or the defaults). */
+  apps: { name: string; canaryVersion: string; image?: string; steps?: unknown[] }[];
 }
 
 export type ClaimResult =

@@ -1,7 +1,7 @@
 // Canaries routed through the Gateway API, proven on real HTTP requests: the operator writes the HTTPRoute, the
 // stack's Traefik routes requests by it, and the pod server answers for every kwok pod, saying which version served
 // each request. Weights, a header route, a mirror, a rollback by analysis on Traefik's own metrics, abort and promote
-// timed to the moment no request reaches the canary, a hand edit of the route put back, and deletion.
+// timed to the moment no request reaches the canary, a Release's wave, a hand edit of the route put back, and deletion.
 import assert from 'node:assert/strict';
 import { before, describe, it } from 'node:test';
 import { control } from '../../client/control.ts';
@@ -9,7 +9,9 @@ import { eventually } from '../../lib/poll.ts';
 import { noPod, sendRequests, summarize, type Answer } from '../../lib/traffic.ts';
 import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService } from '../../render/gateway.ts';
 import { servingImage } from '../../stack/pod-behaviour.ts';
-import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, temporalClient, type Json } from '../../testkit/apps.ts';
+import { appManifest, eventsOf, getApp, getDeployment, getObject, kube, temporalClient, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
+import { controlRelease } from '../../client/release.ts';
 import { dataPlane, gatewayParentRef, sendThroughGateway, settledRequestsByVersion, waitForVersions } from '../../testkit/dataplane.ts';
 import { testEnv } from '../../testkit/env.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
@@ -241,6 +243,25 @@ describe('canaries through the Gateway API, on real requests', () => {
     assert.equal(back.reason, 'Accepted');
     const resynced = (await s.op.logs()).split('\n').filter((l) => l.includes('changed while away: resyncing it') && l.includes(`${s.ns}/parent`));
     assert.match(resynced.join('\n'), /HTTPRoute's Gateways report True\/Accepted, status says RouteAccepted nothing/);
+  });
+
+  it('a Release rolls a Gateway API Application out on its route: the wave\'s weight on real requests, then every request on the new stable', async () => {
+    await apply(await gatewayApp(s.ns, 'waved', { enabled: false }));
+    await waitForPhase(s.ns, 'waved', 'Running');
+    await apply(releaseManifest(s.ns, 'waves', { steps: [{ setWeight: 50 }, { pause: {} }], waves: [{ applications: [{ name: 'waved', canaryVersion: 'v2' }] }] }));
+    await waitCanaryPhase(s.ns, 'waved', 'Paused', 120_000);
+    const host = hostOf(s.ns, 'waved');
+    await waitForVersions({ host }, ['stable', 'v2']);
+    const at50 = await sendThroughGateway({ host }, { count: 600, concurrency: 6 });
+    console.log(`Release at 50%: ${canaryShare(at50, 'v2').toFixed(1)}% of 600 requests answered by the canary`);
+    assert.equal(at50.errorRate, 0);
+    assert.ok(Math.abs(canaryShare(at50, 'v2') - 50) <= 7, `canary share at 50%: ${JSON.stringify(at50.byVersion)}`);
+    await controlRelease(await temporalClient(), 'promote', s.ns, 'waves');
+    await waitRelease(s.ns, 'waves', releasePhaseIs('Promoted'), 'Promoted');
+    await untilAllStable(s.ns, 'waved', Date.now());
+    const app = await getApp(s.ns, 'waved');
+    assert.equal(app?.spec.image, servingImage({ version: 'v2' }), 'stable runs the Release\'s image');
+    assert.deepEqual(readHTTPRouteWeights(await route(s.ns, 'waved'), { metadata: { name: 'waved' } })?.stable, 100);
   });
 
   it('a hand edit of the HTTPRoute mid-rollout is put back, and an Event says so', async () => {

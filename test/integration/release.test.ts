@@ -7,7 +7,7 @@ import { appStatus, control } from '../../client/control.ts';
 import { controlRelease } from '../../client/release.ts';
 import { RELEASE_ANNOTATION } from '../../api/constants.ts';
 import { unreadyImage } from '../../stack/stack.ts';
-import { applyAsUser, eventsOf, getApp, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { applyAsUser, eventsOf, getApp, getDeployment, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { eventually } from '../../lib/poll.ts';
 import { assertRunsStable, getRelease, meshApp, releaseManifest, releasePhaseIs, waitRelease } from '../../testkit/release.ts';
 import { operatorSuite } from '../../testkit/suite.ts';
@@ -176,5 +176,44 @@ describe('Releases', () => {
     assert.match(rel.status.message, /Application vanish was deleted during its wave/);
     await assertRunsStable(s.ns, 'keep', 'registry.example/keep:1.0');
     await eventually('vanish gone', async () => ((await getApp(s.ns, 'vanish')) === null ? true : undefined), { timeoutMs: 60_000 });
+  });
+
+  it('an Application off the mesh is rolled out on its own router; one with no router, or one whose router cannot take the Release\'s steps, is refused', async () => {
+    // Off the mesh: traffic.router replicas (no proxy: the canary's share is its share of the pods).
+    const offMesh = (name: string, traffic?: Json) => {
+      const app = meshApp(s.ns, name);
+      app.spec.serviceMesh.enabled = false;
+      if (traffic) app.spec.traffic = traffic;
+      return app;
+    };
+    await applyAsUser(offMesh('counted', { router: 'replicas' }));
+    await applyAsUser(offMesh('bare'));
+    await waitForPhase(s.ns, 'counted', 'Running');
+    await waitForPhase(s.ns, 'bare', 'Running');
+
+    await applyAsUser(releaseManifest(s.ns, 'unrouted', { steps, waves: [{ applications: [{ name: 'bare', canaryVersion: '2.0' }] }] }));
+    const refused = await waitRelease(s.ns, 'unrouted', releasePhaseIs('Failed'), 'Failed');
+    assert.match(refused.status.message, /refused: Application bare has no router for a canary: set serviceMesh.enabled \(Istio\), or traffic.router gatewayAPI or replicas/);
+    assert.equal((await getApp(s.ns, 'bare'))!.spec.serviceMesh.canary.enabled, false, 'untouched');
+
+    // A header step on replica counts: the spec the Release would write is one the API server refuses, so the
+    // Release is refused before it claims anything.
+    await applyAsUser(releaseManifest(s.ns, 'abtest', { steps: [{ setHeaderRoute: { match: [{ header: 'x-canary', exact: 'yes' }] } }, { pause: {} }], waves: [{ applications: [{ name: 'counted', canaryVersion: '2.0' }] }] }));
+    const ab = await waitRelease(s.ns, 'abtest', releasePhaseIs('Failed'), 'Failed');
+    assert.match(ab.status.message, /refused: Application counted cannot run this Release's canary: .*setHeaderRoute and setMirrorRoute need istio or gatewayAPI/);
+    assert.equal((await getApp(s.ns, 'counted'))!.metadata.annotations?.[RELEASE_ANNOTATION], undefined, 'not claimed');
+
+    await applyAsUser(releaseManifest(s.ns, 'byreplicas', { steps: [{ setWeight: 50 }, { pause: {} }], waves: [{ applications: [{ name: 'counted', canaryVersion: '2.0' }] }] }));
+    // At 50% of one replica: a canary pod next to the stable one, no route anywhere.
+    await waitForObject('counted\'s canary paused with a share', () => getApp(s.ns, 'counted'), (a) => a?.status?.canary?.phase === 'Paused' && a.status.canary.weight > 0, 90_000);
+    await waitForObject('a canary pod of 2.0', () => getDeployment(s.ns, 'counted-canary'), (d) => d?.spec?.template?.spec?.containers?.[0]?.image === 'registry.example/counted:2.0' && d.status?.readyReplicas >= 1, 60_000);
+    await controlRelease(await temporalClient(), 'promote', s.ns, 'byreplicas');
+    const done = await waitRelease(s.ns, 'byreplicas', releasePhaseIs('Promoted'), 'Promoted');
+    assert.deepEqual(done.status.applications.map((a: Json) => `${a.name}:${a.phase}`), ['counted:Promoted']);
+    const app = await waitForObject('counted runs 2.0', () => getApp(s.ns, 'counted'),
+      (a) => a?.spec?.image === 'registry.example/counted:2.0' && a.status?.phase === 'Running' && a.status.observedGeneration === a.metadata.generation, 60_000);
+    assert.equal(app!.spec.serviceMesh.canary.enabled, false, 'its canary switched off');
+    assert.equal(app!.metadata.annotations?.[RELEASE_ANNOTATION], undefined, 'let go by the release');
+    await waitForObject('counted-canary removed', () => getDeployment(s.ns, 'counted-canary'), (d) => d === null, 60_000);
   });
 });

@@ -213,7 +213,8 @@ export class ReleaseEntity {
 
       // Cluster by cluster (one claim each, all or none within it); a refusal in one lets go of the clusters before it.
       const claimed: (string | undefined)[] = [];
-      for (const [cluster, apps] of byCluster(plan.waves.flatMap((w) => w.apps))) {
+      // Each with its wave's steps, which the claim checks its spec can take (a header step needs a proxy).
+      for (const [cluster, apps] of byCluster(plan.waves.flatMap((w) => w.apps.map((a) => ({ ...a, ...(w.steps ? { steps: w.steps } : {}) }))))) {
         const where = cluster ? ` in cluster ${cluster}` : '';
         let claim;
         try {
