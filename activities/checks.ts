@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { parseApplication, type Check } from '../api/application.ts';
 import { API_VERSION, FailureType, KIND } from '../api/constants.ts';
 import { KubeError, type KubeObject } from '../kube/client.ts';
-import { renderCheckJob } from '../render/check-job.ts';
+import { foreignCheckJob, renderCheckJob, type FoundJob } from '../render/check-job.ts';
 import { RETRY_DELAY_MS, describeUrl, hostRefusal, httpAnswer, httpCheckRequest, httpNoAnswer, jobCheckOutcome, type ObservedCheckPod, type ObservedJob } from '../reconcile/checks.ts';
 import type { ActivityDeps } from './deps.ts';
 import type { HttpCheckInput, HttpCheckResult, JobCheckObservation, JobCheckRef, StartJobCheckInput } from './types.ts';
@@ -105,7 +105,16 @@ export async function startJobCheck(deps: Pick<ActivityDeps, 'kube'>, input: Sta
   try {
     await deps.kube.create(job as unknown as KubeObject);
   } catch (err) {
-    if (err instanceof KubeError && err.status === 409 && err.reason === 'AlreadyExists') return { jobName: job.metadata.name };
+    if (err instanceof KubeError && err.status === 409 && err.reason === 'AlreadyExists') {
+      // Made by an earlier try of this activity, most likely; a Job of the same name that is not this check's is never
+      // taken for it (its verdict would be another check's). Retried: the one of an Application deleted before this
+      // one goes with it, and one a person made is said in status until someone removes it.
+      const found = await deps.kube.get<FoundJob>(jobRef({ namespace: input.namespace, jobName: job.metadata.name }));
+      const foreign = found ? foreignCheckJob(job, found) : undefined;
+      if (foreign) throw new Error(`Job ${input.namespace}/${job.metadata.name} exists and is not the Job of check ${check.name}: ${foreign}`);
+      if (found) return { jobName: job.metadata.name };
+      throw new Error(`Job ${input.namespace}/${job.metadata.name} of check ${check.name} was there and is gone: making it again`, { cause: err });
+    }
     // Over a quota is not the check's fault: the Jobs of earlier checks may be going (retried, and said in status).
     if (err instanceof KubeError && err.permanent && !err.overQuota) {
       throw ApplicationFailure.nonRetryable(`the API server refused the Job of check ${check.name}: ${err.message}`, FailureType.InvalidSpec);

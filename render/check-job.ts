@@ -16,11 +16,13 @@ const MIN_CHECK_CHARS = 20;
 
 /**
  * The Job's name: `<app>-<check>-<hash>`, at most 63 characters (its pods' job-name label must fit), the app's and
- * then the check's name cut when needed. The hash is of the rollout's version and where the check runs (phase and
- * step), so a retried or replayed activity finds the Job it made, and another version makes another Job.
+ * then the check's name cut when needed. The hash is of the app's and the check's whole names, the rollout's version
+ * and where the check runs (phase and step), so a retried or replayed activity finds the Job it made, another version
+ * makes another Job, and two Applications whose names join alike (app `a` with check `b-smoke`, app `a-b` with check
+ * `smoke`), or two long check names cut alike, never share one.
  */
 export function checkJobName(app: string, check: string, context: Pick<CheckContext, 'version' | 'phase' | 'step'>): string {
-  const hash = createHash('sha256').update(`${context.version}|${context.phase}|${context.step ?? ''}`).digest('hex').slice(0, HASH_CHARS);
+  const hash = createHash('sha256').update(JSON.stringify([app, check, context.version, context.phase, context.step ?? null])).digest('hex').slice(0, HASH_CHARS);
   const room = MAX_NAME - HASH_CHARS - 2;
   const checkPart = check.slice(0, Math.max(room - app.length, Math.min(check.length, MIN_CHECK_CHARS))).replace(/-+$/, '');
   const appPart = app.slice(0, room - checkPart.length).replace(/-+$/, '');
@@ -81,4 +83,29 @@ export function renderCheckJob(app: Application, check: { name: string; job: Job
       },
     },
   };
+}
+
+/** What of a Job found under a check Job's name decides whether it is that check's. */
+export interface FoundJob {
+  metadata: { labels?: Record<string, string>; annotations?: Record<string, string>; ownerReferences?: { kind?: string; name?: string; uid?: string }[]; deletionTimestamp?: string };
+}
+
+/**
+ * Why a Job found under the name of the Job a check would make is not that Job (undefined: it is, made by an earlier
+ * try of the same activity): another owner (a Job a person made, or one of an earlier Application of the same name,
+ * which the garbage collector is taking away), another check, or another run of it.
+ */
+export function foreignCheckJob(made: CheckJob, found: FoundJob): string | undefined {
+  const owner = made.metadata.ownerReferences[0];
+  const owners = found.metadata.ownerReferences ?? [];
+  if (!owners.some((o) => o.uid === owner?.uid)) {
+    const by = owners.map((o) => `${o.kind ?? '?'} ${o.name ?? '?'} (uid ${o.uid ?? '?'})`).join(', ');
+    return `it is owned by ${by || 'nothing'}, not by this Application (uid ${owner?.uid ?? '?'})${found.metadata.deletionTimestamp ? ', and is being deleted' : ''}`;
+  }
+  const check = found.metadata.labels?.[CHECK_LABEL];
+  const key = found.metadata.annotations?.[CHECK_KEY_ANNOTATION];
+  if (check !== made.metadata.labels[CHECK_LABEL] || key !== made.metadata.annotations[CHECK_KEY_ANNOTATION]) {
+    return `it runs check ${check ?? '(none)'} at ${key ?? '(no key)'}, not ${made.metadata.labels[CHECK_LABEL]} at ${made.metadata.annotations[CHECK_KEY_ANNOTATION]}`;
+  }
+  return undefined;
 }

@@ -15,6 +15,7 @@ import { API_VERSION, CHECK_LABEL, FailureType, KIND } from '../../api/constants
 import { KubeError, type Kube, type KubeObject } from '../../kube/client.ts';
 import { eventually } from '../../lib/poll.ts';
 import { parseHostAllowlist, type CheckContext } from '../../reconcile/checks.ts';
+import { checkJobName } from '../../render/check-job.ts';
 import { checkFailMessage, checkImages } from '../../stack/stack.ts';
 import { appManifest, kubeApi, testNamespace, type Json } from '../../testkit/apps.ts';
 
@@ -237,6 +238,36 @@ describe('Job checks on the real API server, Job controller and kwok', () => {
     }, { timeoutMs: 30_000 });
     assert.deepEqual(await activity(observeJobCheck, { kube: api }, { namespace: ns.name, jobName }), { state: 'failed', message: `Job ${jobName} is gone: it was deleted before it finished` });
     assert.deepEqual(await activity(deleteJobCheck, { kube: api }, { namespace: ns.name, jobName }), { deleted: false }, 'deleting again is no error');
+  });
+
+  it('two Applications whose app and check names join alike (a + b-smoke, a-b + smoke) each run a Job of their own; a Job not the check\'s is never taken for it', async () => {
+    // Found by hand: both made `a-b-smoke-<hash of the run>`, so the second Application's rollout read the first one's Job.
+    const made = async (app: string, checkName: string, image: string) => {
+      const created = await api.create(appManifest(ns.name, app, { image: 'registry.invalid/app:1', serviceMesh: { canary: { checks: [{ name: checkName, job: { template: { containers: [{ name: 'smoke', image }] }, timeoutSeconds: 120 } }] } } }) as KubeObject);
+      const parsed = parseApplication(created);
+      assert.ok(parsed.ok, parsed.ok ? '' : parsed.message);
+      return { namespace: ns.name, name: app, check: parsed.app.spec.serviceMesh!.canary!.checks![0]!, context: { ...runContext(), application: app } };
+    };
+    const a = await made('a', 'b-smoke', checkImages.fail);
+    const ab = await made('a-b', 'smoke', checkImages.pass);
+    const jobA = (await activity(startJobCheck, { kube: api }, a)).jobName;
+    const jobAB = (await activity(startJobCheck, { kube: api }, ab)).jobName;
+    assert.notEqual(jobA, jobAB);
+    assert.match(jobA, /^a-b-smoke-[0-9a-f]{8}$/);
+    assert.match(jobAB, /^a-b-smoke-[0-9a-f]{8}$/);
+    const [endA, endAB] = await Promise.all([settled(jobA), settled(jobAB)]);
+    assert.equal(endA.state, 'failed', endA.message);
+    assert.equal(endAB.state, 'succeeded', endAB.message);
+    for (const [jobName, owner] of [[jobA, 'a'], [jobAB, 'a-b']] as const) {
+      const job = await api.get<Json>({ apiVersion: 'batch/v1', kind: 'Job', namespace: ns.name, name: jobName });
+      assert.deepEqual(job?.metadata.ownerReferences?.map((o: Json) => o.name), [owner]);
+    }
+    // A Job of that name made by someone else (here: the one a-b's check would make at another step, made by hand
+    // with no owner) is refused, saying whose it is, and left alone.
+    const next = { ...ab, context: { ...ab.context, step: 7 } };
+    const taken = await api.create({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: checkJobName('a-b', 'smoke', next.context), namespace: ns.name }, spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'x', image: checkImages.slow }] } } } } as KubeObject);
+    await assert.rejects(activity(startJobCheck, { kube: api }, next), new RegExp(`Job ${ns.name}/${taken?.metadata.name} exists and is not the Job of check smoke: it is owned by nothing, not by this Application`));
+    assert.ok(await api.get({ apiVersion: 'batch/v1', kind: 'Job', namespace: ns.name, name: taken!.metadata.name }), 'the Job that is not the check\'s is left alone');
   });
 
   it('a Job check of an Application that is gone fails for good (ApplicationGone)', async () => {

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { JobCheck } from '../../api/application.ts';
-import { checkJobName, renderCheckJob } from '../../render/check-job.ts';
+import { checkJobName, foreignCheckJob, renderCheckJob } from '../../render/check-job.ts';
 import {
   checkEnv, checkNamed, checkPayload, checksAt, httpCheckMaxMs, describeUrl, formatMs, hostRefusal, httpAnswer, httpCheckRequest, httpNoAnswer, jobCheckOutcome, messageTail, parseHostAllowlist,
   type CheckContext, type ObservedCheckPod, type ObservedJob,
@@ -176,6 +176,27 @@ describe('a Job check', () => {
       checkJobName('shop', 'smoke', { ...context, phase: 'prePromotion', step: undefined }),
     ];
     assert.equal(new Set([name, ...others]).size, 4, others.join(' '));
+  });
+
+  test('two Applications whose app and check names join alike, or two long checks cut alike, get Jobs of their own', () => {
+    // App `a` with check `b-smoke` and app `a-b` with check `smoke` both read `a-b-smoke-`: the hash tells them apart.
+    const one = checkJobName('a', 'b-smoke', context);
+    const other = checkJobName('a-b', 'smoke', context);
+    assert.match(one, /^a-b-smoke-[0-9a-f]{8}$/);
+    assert.match(other, /^a-b-smoke-[0-9a-f]{8}$/);
+    assert.notEqual(one, other);
+    const app56 = `a${'b'.repeat(54)}c`;
+    assert.notEqual(checkJobName(app56, `${'x'.repeat(30)}-one`, context), checkJobName(app56, `${'x'.repeat(30)}-two`, context), 'checks cut to the same 20 characters');
+  });
+
+  test('a Job found under a check Job\'s name is taken for it only when it is that check\'s, of this Application, at this run', () => {
+    const made = renderCheckJob(app, { name: 'smoke', job }, context);
+    const same = { metadata: { labels: { ...made.metadata.labels }, annotations: { ...made.metadata.annotations }, ownerReferences: made.metadata.ownerReferences } };
+    assert.equal(foreignCheckJob(made, same), undefined);
+    assert.match(foreignCheckJob(made, { ...same, metadata: { ...same.metadata, ownerReferences: [{ kind: 'Application', name: 'a', uid: 'other' }] } }) ?? '', /owned by Application a \(uid other\), not by this Application/);
+    assert.match(foreignCheckJob(made, { metadata: { ...same.metadata, ownerReferences: [] , deletionTimestamp: '2026-12-07T00:00:00Z' } }) ?? '', /owned by nothing.*being deleted/);
+    assert.match(foreignCheckJob(made, { metadata: { ...same.metadata, labels: { ...same.metadata.labels, 'myapp.example.com/check': 'b-smoke' } } }) ?? '', /runs check b-smoke at v2\/step\/3, not smoke/);
+    assert.match(foreignCheckJob(made, { metadata: { ...same.metadata, annotations: { 'myapp.example.com/check-key': 'v1/step/3' } } }) ?? '', /at v1\/step\/3, not smoke at v2\/step\/3/);
   });
 
   test('a long app and check name are cut to 63 characters, the check keeping at least 20, never leaving a dash at a cut', () => {
