@@ -111,7 +111,7 @@ export async function startJobCheck(deps: Pick<ActivityDeps, 'kube'>, input: Sta
       // one goes with it, and one a person made is said in status until someone removes it.
       const found = await deps.kube.get<FoundJob>(jobRef({ namespace: input.namespace, jobName: job.metadata.name }));
       const foreign = found ? foreignCheckJob(job, found) : undefined;
-      if (foreign) throw new Error(`Job ${input.namespace}/${job.metadata.name} exists and is not the Job of check ${check.name}: ${foreign}`);
+      if (foreign) throw new Error(`Job ${input.namespace}/${job.metadata.name} exists and is not the Job of check ${check.name}: ${foreign}`, { cause: err });
       if (found) return { jobName: job.metadata.name };
       throw new Error(`Job ${input.namespace}/${job.metadata.name} of check ${check.name} was there and is gone: making it again`, { cause: err });
     }

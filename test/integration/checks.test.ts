@@ -265,7 +265,7 @@ describe('Job checks on the real API server, Job controller and kwok', () => {
     // A Job of that name made by someone else (here: the one a-b's check would make at another step, made by hand
     // with no owner) is refused, saying whose it is, and left alone.
     const next = { ...ab, context: { ...ab.context, step: 7 } };
-    const taken = await api.create({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: checkJobName('a-b', 'smoke', next.context), namespace: ns.name }, spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'x', image: checkImages.slow }] } } } } as KubeObject);
+    const taken = await api.create({ apiVersion: 'batch/v1', kind: 'Job', metadata: { name: checkJobName('a-b', 'smoke', next.context), namespace: ns.name }, spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'x', image: checkImages.slow }] } } } });
     await assert.rejects(activity(startJobCheck, { kube: api }, next), new RegExp(`Job ${ns.name}/${taken?.metadata.name} exists and is not the Job of check smoke: it is owned by nothing, not by this Application`));
     assert.ok(await api.get({ apiVersion: 'batch/v1', kind: 'Job', namespace: ns.name, name: taken!.metadata.name }), 'the Job that is not the check\'s is left alone');
   });
