@@ -292,6 +292,24 @@ describe('canaries through the Gateway API, on real requests', () => {
     assert.ok(Math.abs(canaryShare(sent, 'v2') - 30) <= 5, `after the repair: ${JSON.stringify(sent.byVersion)}`);
   });
 
+  it('the router cannot change mid-rollout (the API server says why and the route keeps its weights); after an abort it can, and the Application runs on the new one', async () => {
+    // Found by hand: a switch to replicas mid-rollout removed the route the rollout weighted, and it retried for ever.
+    await apply(await gatewayApp(s.ns, 'swap', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: {} }] }));
+    await waitCanaryPhase(s.ns, 'swap', 'Paused', 120_000);
+    const toReplicas = ['-n', s.ns, 'patch', 'application', 'swap', '--type=merge', '-p', JSON.stringify({ spec: { traffic: { router: 'replicas', gatewayAPI: null } } })];
+    await assert.rejects(kube(toReplicas), /traffic\.router cannot change while a rollout runs/);
+    assert.equal((await getApp(s.ns, 'swap'))?.spec.traffic.router, 'gatewayAPI');
+    const kept = readHTTPRouteWeights(await route(s.ns, 'swap'), { metadata: { name: 'swap' } });
+    assert.deepEqual([kept?.stable, kept?.canary], [80, 20], 'the route still weights the rollout');
+    await control(await temporalClient(), 'abort', s.ns, 'swap');
+    await waitCanaryPhase(s.ns, 'swap', 'Aborted', 60_000);
+    await kube(toReplicas);
+    await eventually('the route and the Gateway API Services gone, the Service pinned to stable, Running', async () => {
+      const [r, stableSvc, svc, app] = await Promise.all([route(s.ns, 'swap'), getObject('v1', 'Service', s.ns, 'swap-stable'), getObject('v1', 'Service', s.ns, 'swap'), getApp(s.ns, 'swap')]);
+      return r === null && stableSvc === null && svc?.spec.selector?.version === 'stable' && app?.status?.phase === 'Running' ? true : undefined;
+    }, { timeoutMs: 60_000 });
+  });
+
   it('deleting the Application mid-rollout removes the canary, its Service and the route, and releases the finalizer', async () => {
     await apply(await gatewayApp(s.ns, 'gone', { enabled: true, canaryVersion: 'v2', steps: [{ setWeight: 20 }, { pause: {} }] }));
     await waitCanaryPhase(s.ns, 'gone', 'Paused', 120_000);

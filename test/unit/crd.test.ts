@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { describe, test } from 'node:test';
 import { parse } from 'yaml';
 import { parseApplication } from '../../api/application.ts';
-import { CRD_NAME, GROUP, KIND, PLURAL, Phase, RolloutPhase, SHORT_NAME, SINGULAR, VERSION } from '../../api/constants.ts';
+import { CRD_NAME, GROUP, KIND, PLURAL, Phase, RolloutPhase, SHORT_NAME, SINGULAR, VERSION, terminalRolloutPhases } from '../../api/constants.ts';
 import { specExamples } from '../fixtures/spec-examples.ts';
 import type { CreateExample, JsonObject } from '../fixtures/spec-examples.ts';
 
@@ -112,6 +112,12 @@ describe('CRD', () => {
 
   const validations: Validation[] = [];
   walk(root, '', (schema) => validations.push(...(schema['x-kubernetes-validations'] ?? [])));
+
+  test('the rule that keeps the router while a rollout runs lets it change after every phase that ends one, and only those', () => {
+    const rule = validations.find((v) => v.message.startsWith('traffic.router cannot change while a rollout runs'))?.rule ?? assert.fail('no such rule');
+    const listed = [...(/phase in \[([^\]]*)\]/.exec(rule)?.[1] ?? '').matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]).sort();
+    assert.deepEqual(listed, [...terminalRolloutPhases].sort());
+  });
 
   test('every CEL rule is broken by at least one example', () => {
     const expected = specExamples.flatMap((e) => (e.valid || e.messageIncludes === undefined ? [] : [e.messageIncludes]));
