@@ -169,9 +169,11 @@ export interface RolloutInput {
  * steady message again only when status last said something else (a promote waiting for the stable Deployment
  * rewrote its Promoting status at every gate check). 2: a gate check that finds the canary Deployment resized or
  * running another image than the rollout's (`kubectl scale`, `kubectl set image`) puts it back, as it does a
- * deleted one, instead of judging it as it runs; one running another image gets no traffic meanwhile.
+ * deleted one, instead of judging it as it runs; one running another image gets no traffic meanwhile. 3: a weight
+ * step of a canary by pod counts (`traffic.router: replicas`) ends once the canary's pods are all ready, so the pause
+ * after it bakes at the share it names (before, it ended once they were asked for).
  */
-export const rolloutPatchLevel = 2;
+export const rolloutPatchLevel = 3;
 
 /** Where a rollout's story is, so a new run takes it up exactly there. */
 export type RolloutPosition =

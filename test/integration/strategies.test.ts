@@ -14,6 +14,7 @@ import { appManifest, applyAsUser, closeTemporal, getApp, getDeployment, getObje
 import { waitCanaryPhase } from '../../testkit/canary.ts';
 import { dataPlane, gatewayParentRef, podRequests, sendThroughGateway, waitForVersions } from '../../testkit/dataplane.ts';
 import { testEnv } from '../../testkit/env.ts';
+import { testImages } from '../../stack/stack.ts';
 import { startOperator, type OperatorProcess } from '../../testkit/operator.ts';
 
 const V1 = servingImage({ version: 'v1' });
@@ -81,7 +82,7 @@ const selectorOf = async (ns: string, name: string) => (await getObject('v1', 'S
 
 describe('strategies without a mesh, on real requests', () => {
   // A namespace per test, one operator watching them all (two cores: one process instead of four).
-  const names = ['bg-promote', 'bg-abort', 'by-replicas', 'refused'] as const;
+  const names = ['bg-promote', 'bg-abort', 'by-replicas', 'slow-pods', 'refused'] as const;
   const ns: Record<string, { name: string; cleanup: () => Promise<void> }> = {};
   let op: OperatorProcess | undefined;
   before(async () => {
@@ -237,6 +238,28 @@ describe('strategies without a mesh, on real requests', () => {
     assert.deepEqual(await selectorOf(n, 'pods'), { 'app.kubernetes.io/name': 'pods', version: 'stable' }, 'the reconciler keeps the stable pods pinned');
     await allFrom(host, 'stable', 200);
     assert.match(routing, /^approximately, by pods: 1 canary beside 4 stable$/, 'at the pause status.canary.routing says how the split is made');
+  });
+
+  it('a canary by replicas moves on from a weight once its pods are ready: a pause after it bakes at the share it names', async () => {
+    // Found by hand: a pause at 80% ran whole with 1 of 8 canary pods ready (pods of testImages.slow get ready after 15 s).
+    const n = nsOf('slow-pods');
+    await applyAsUser(appManifest(n, 'slow', {
+      image: V1, replicas: 2, traffic: { router: 'replicas' },
+      serviceMesh: { enabled: false, canary: { enabled: true, canaryVersion: 'v2', image: testImages.slow, healthGates: { ...gates, initialDelay: '60s' }, steps: [{ setWeight: 50 }, { pause: { duration: '2s' } }, { setWeight: 80 }, { pause: {} }] } },
+    }));
+    const messages = new Set<string>();
+    const atApproval = await eventually('the rollout at its approval (step 4)', async () => {
+      const app = await getApp(n, 'slow');
+      const canary = app?.status?.canary;
+      if (canary?.message) messages.add(String(canary.message));
+      return canary?.phase === 'Paused' && canary.step === 3 ? app : undefined;
+    }, { timeoutMs: 150_000, intervalMs: 200 });
+    const canary = await getDeployment(n, 'slow-canary');
+    assert.equal(canary?.spec.replicas, 8, '80% beside 2 stable pods is 8 canary pods');
+    assert.equal(canary?.status?.readyReplicas, 8, `every canary pod ready when the rollout holds at 80% (status: ${JSON.stringify(atApproval?.status?.canary)})`);
+    assert.ok([...messages].some((m) => /^step 3\/4: set canary weight to 80%: waiting for the canary's pods to be ready \(\d\/8\)$/.test(m)), `status said it waited for the pods: ${JSON.stringify([...messages])}`);
+    await cli(['abort', 'slow', '-n', n]);
+    await waitCanaryPhase(n, 'slow', 'Aborted', 60_000);
   });
 
   it('the API server refuses a blue-green rollout with steps and a canary by replicas with a header route', async () => {

@@ -416,6 +416,36 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     });
   }
 
+  // Level 3: a weight by pod counts is reached once the canary's pods are ready; before, once they were asked for.
+  for (const level of [3, 2]) {
+    it(`a canary by replicas at level ${level}: ${level >= 3 ? 'the pause after a weight starts once its pods are ready' : 'the pause starts once its pods are asked for'}`, async () => {
+      // Found by hand: a 10 s pause at 80% ran whole with 1 of 8 canary pods ready (about a third of the requests).
+      const readyFrom = 6;
+      const run = await start(plan({ router: 'replicas', steps: [{ kind: 'weight', weight: 80 }, { kind: 'pause', ms: 200 }], gates: { ...gates, intervalMs: 100 } }), {
+        health: (n) => (n < readyFrom ? { readyReplicas: 1, desiredReplicas: 8 } : { readyReplicas: 8, desiredReplicas: 8 }),
+      }, { patchLevel: level });
+      assert.equal((await finish(run)).phase, 'Promoted');
+      const messages = run.r.statuses.map((st) => st.message);
+      const waiting = messages.findIndex((m) => m === 'step 1/2: set canary weight to 80%: waiting for the canary\'s pods to be ready (1/8)');
+      const paused = messages.findIndex((m) => m.startsWith('step 2/2'));
+      assert.ok(paused >= 0, JSON.stringify(messages, null, 1));
+      // How many gate checks had been made when the pause began (its status written).
+      let looks = 0;
+      let writes = 0;
+      for (const c of run.r.calls) {
+        if (c.name === 'observeCanary') looks++;
+        if (c.name === 'writeCanaryStatus' && writes++ === paused) break;
+      }
+      if (level >= 3) {
+        assert.ok(waiting >= 0 && waiting < paused, `status said it waits for the pods, before the pause: ${JSON.stringify(messages, null, 1)}`);
+        assert.ok(looks > readyFrom, `the pause began after a gate check saw every pod ready (${looks} checks)`);
+      } else {
+        assert.equal(waiting, -1, `no wait for the pods below level 3: ${JSON.stringify(messages, null, 1)}`);
+        assert.ok(looks <= readyFrom, `the pause began before the pods were ready (${looks} checks)`);
+      }
+    });
+  }
+
   it('a recheck signal runs a gate check at once instead of at the next interval', async () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }], gates: { ...gates, intervalMs: 60_000 } }));
     await run.r.until('paused', paused);

@@ -47,9 +47,10 @@ const checks = proxyLocalActivities<Activities>({
 
 // One attempt, for status written while something else is failing.
 const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
-/** The markers of rollout levels 1 and 2 (contract.ts `rolloutPatchLevel`). */
+/** The markers of rollout levels 1, 2 and 3 (contract.ts `rolloutPatchLevel`). */
 const rolloutLevel1Patch = 'rollout-level-1';
 const rolloutLevel2Patch = 'rollout-level-2';
+const rolloutLevel3Patch = 'rollout-level-3';
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -78,6 +79,8 @@ export class Rollout {
   private requests = 0;
   /** A child the rollout owns changed: check at once rather than at the next interval. */
   private recheck = false;
+  /** The canary's pods as the last gate check of this run saw them, and when. */
+  private lastPods?: { at: number; ready: number; desired: number };
   /** Set while promote() waits for the stable Deployment; its status changing ends the wait at once. */
   private awaitingStable = false;
   private stableChanged = false;
@@ -94,7 +97,7 @@ export class Rollout {
     // Asked for by the starter and recorded here, first thing, a marker per level: a worker of a release before a
     // level that runs this rollout live ignores it and records no marker for it, so every later replay stays below it.
     const asked = input.patchLevel ?? 0;
-    this.level = asked >= 1 && patched(rolloutLevel1Patch) ? (asked >= 2 && patched(rolloutLevel2Patch) ? 2 : 1) : 0;
+    this.level = asked >= 1 && patched(rolloutLevel1Patch) ? (asked >= 2 && patched(rolloutLevel2Patch) ? (asked >= 3 && patched(rolloutLevel3Patch) ? 3 : 2) : 1) : 0;
     this.published = new WrittenStatus();
     if (input.carried) this.published.wrote({ phase: input.carried.state.phase, message: input.carried.state.message });
     this.plan = plan;
@@ -335,9 +338,30 @@ export class Rollout {
     }
     // The target moves only now: until the step may go, a gate check keeps traffic where it is.
     this.m.target = next;
-    if (!sameRoute(this.m.route, next)) await this.routeTo(next);
+    if (!sameRoute(this.m.route, next)) {
+      await this.routeTo(next);
+      // From level 3, a weight by pod counts is reached once the pods it scaled are ready, not once they are asked
+      // for: a pause after it bakes at the share it names.
+      if (this.level >= 3 && this.plan.router === 'replicas' && next.weight > 0 && next.weight < 100) await this.awaitCanaryPods(text);
+    }
     this.m.position = { at: 'steps', step: index, done: true };
     await this.publish(RolloutPhase.Progressing, text, Reason.CanaryStepCompleted);
+  }
+
+  /**
+   * Waits until a gate check after now finds every pod of the canary Deployment ready (health gates, analysis and
+   * control requests go on meanwhile; a promote goes past it; pods that never get ready fail the gates as anywhere).
+   */
+  private async awaitCanaryPods(text: string): Promise<void> {
+    const since = Date.now();
+    const seen = () => this.lastPods !== undefined && this.lastPods.at >= since;
+    const ready = () => seen() && this.lastPods!.ready >= this.lastPods!.desired;
+    // A gate check at once; status says so only when the pods are not all ready by then.
+    this.recheck = true;
+    await this.watch({ done: () => this.promoteRequested || seen() });
+    if (this.promoteRequested || ready()) return;
+    await this.publish(RolloutPhase.Progressing, `${text}: waiting for the canary's pods to be ready (${this.lastPods?.ready ?? 0}/${this.lastPods?.desired ?? '?'})`);
+    await this.watch({ done: () => this.promoteRequested || ready() });
   }
 
   /**
@@ -659,6 +683,7 @@ export class Rollout {
     const seen = await this.call(`gate check at ${describeRoute(this.m.route)}`, checks.observeCanary, { ...this.canary, image: this.plan.image, route: this.m.route });
     // Below level 2 a resized or re-imaged canary is judged as it runs, as the rollout's history recorded it.
     const { drift, ...observed } = seen;
+    this.lastPods = { at: this.m.lastGateAt, ready: observed.health.readyReplicas, desired: observed.health.desiredReplicas };
     const g = gateStep({
       seen: this.level >= 2 && drift ? { ...observed, drift } : observed, gates: this.plan.gates, now: this.m.lastGateAt, createdAt: this.m.createdAt, readySince: this.state.readySince, lastCountedAt: this.m.lastCountedAt,
       consecutiveFailures: this.state.consecutiveFailures, route: this.m.route, target: this.m.target,
