@@ -338,12 +338,11 @@ export class Rollout {
     }
     // The target moves only now: until the step may go, a gate check keeps traffic where it is.
     this.m.target = next;
-    if (!sameRoute(this.m.route, next)) {
-      await this.routeTo(next);
-      // From level 3, a weight by pod counts is reached once the pods it scaled are ready, not once they are asked
-      // for: a pause after it bakes at the share it names.
-      if (this.level >= 3 && this.plan.router === 'replicas' && next.weight > 0 && next.weight < 100) await this.awaitCanaryPods(text);
-    }
+    if (!sameRoute(this.m.route, next)) await this.routeTo(next);
+    // From level 3, a weight by pod counts is reached once the pods it scaled are ready, not once they are asked for:
+    // a pause after it bakes at the share it names. Also when the route is set already: a run that continued as new
+    // (or a rollout taken up again) in this wait takes it up here.
+    if (this.level >= 3 && step.kind === 'weight' && this.plan.router === 'replicas' && next.weight > 0 && next.weight < 100) await this.awaitCanaryPods(text);
     this.m.position = { at: 'steps', step: index, done: true };
     await this.publish(RolloutPhase.Progressing, text, Reason.CanaryStepCompleted);
   }
