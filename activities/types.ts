@@ -177,6 +177,8 @@ export interface CanaryObservation {
   asIntended: boolean;
   /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
   target: boolean;
+  /** Not as intended, yet written last by the operator: the Application's spec changed what the routes say (RouteObservation.specChanged). */
+  specChanged?: boolean;
   /** What a hand edit changed of the canary Deployment the rollout applied (its size, its image), in words. */
   drift?: CanaryDrift;
 }

@@ -1,5 +1,6 @@
 // Who wrote an object last, from its metadata.managedFields: what tells the operator's own writes from anyone else's.
 import { FIELD_MANAGER } from '../api/constants.ts';
+import type { ObjectRef } from './resources.ts';
 
 /** One entry of an object's metadata.managedFields, as much of it as tells who wrote last. */
 export interface ManagedFieldsEntry {
@@ -25,6 +26,16 @@ export function ourNewestWrite(entries: readonly ManagedFieldsEntry[] | undefine
     else others = others && others > e.time ? others : e.time;
   }
   return ours !== undefined && (others === undefined || Date.parse(ours) > Date.parse(others)) ? ours : undefined;
+}
+
+/**
+ * Whether the operator wrote the object last (read whole: copies in hand keep no managedFields). One that differs
+ * from what the operator would write now, yet was written last by it, was changed by no one else: what the operator
+ * writes changed (the Application's spec), not the object.
+ */
+export async function writtenLastByUs(kube: { get<T>(ref: ObjectRef): Promise<T | null> }, ref: ObjectRef): Promise<boolean> {
+  const obj = await kube.get<{ metadata?: { managedFields?: ManagedFieldsEntry[] } }>(ref);
+  return ourNewestWrite(obj?.metadata?.managedFields) !== undefined;
 }
 
 /**

@@ -309,11 +309,18 @@ export function routeAcceptedCondition(route: ObservedRoute | null, generation: 
   return { type, status: 'True', reason: Reason.RouteAccepted, message: `HTTPRoute ${route.metadata.name} accepted by ${wanted.map((r) => `Gateway ${parentName(r, ns)}`).join(', ')}`, ...gen };
 }
 
-/** What of an HTTPRoute's status the watcher compares: each parent's report, without times or generations (they change with every route edit). */
+/**
+ * What of an HTTPRoute the watcher compares, which is what its RouteAccepted condition is made of: the Gateways it
+ * names and each parent's report, without times or generations (they change with every route edit). The parents it
+ * names count even when the operator's own write changed them (a rollout applying a new spec's parentRefs): the
+ * verdict changes with them, while a weight change leaves this as it was.
+ */
 export function routeSignature(route: ObservedRoute): string {
   const ns = route.metadata.namespace;
-  return JSON.stringify((route.status?.parents ?? []).map((p) => [parentName(p.parentRef, ns), p.controllerName ?? '', (p.conditions ?? []).map((c) => [c.type, c.status, c.reason ?? '']).sort()])
-    .sort((a, b) => String(a[0]).localeCompare(String(b[0]))));
+  const wanted = (route.spec?.parentRefs ?? []).map((r) => parentName(r, ns)).sort();
+  const reports = (route.status?.parents ?? []).map((p) => [parentName(p.parentRef, ns), p.controllerName ?? '', (p.conditions ?? []).map((c) => [c.type, c.status, c.reason ?? '']).sort()])
+    .sort((a, b) => String(a[0]).localeCompare(String(b[0])));
+  return JSON.stringify([wanted, reports]);
 }
 
 function condition(type: string, on: boolean, reason: string, message: string, generation: number | undefined): Condition {

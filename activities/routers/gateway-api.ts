@@ -7,6 +7,7 @@ import { FIELD_MANAGER, LABEL_VERSION, canaryName, childName, mirrorServiceName 
 import type { KubeObject } from '../../kube/client.ts';
 import type { ObjectRef } from '../../kube/resources.ts';
 import { sameJson } from '../../lib/json.ts';
+import { writtenLastByUs } from '../../kube/managed-fields.ts';
 import { kinds } from '../../render/children.ts';
 import { readHTTPRouteWeights, renderHTTPRoute, renderMirrorService, renderRouteService, type MirroringOf, type RulesOf } from '../../render/gateway.ts';
 import { reachesCanary, routesToCanary, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
@@ -100,7 +101,8 @@ export const gatewayAPIRouter: TrafficRouter = {
     const traefikMirror = onTraefik(app) && Boolean(route.mirror);
     const mirrorAsIntended = !traefikMirror || sameJson(mirror?.spec?.mirroring, renderMirrorService(app, route.mirror ?? 0).spec.mirroring);
     const asIntended = read !== null && mirrorAsIntended && sameJson(routeShape(read), routeShape(renderHTTPRoute(app, { canary: route })));
-    return { routed: readHTTPRouteWeights(read, app, mirror), asIntended, target };
+    const specChanged = !asIntended && read !== null && mirrorAsIntended && await writtenLastByUs(deps.kube, routeRef(app));
+    return { routed: readHTTPRouteWeights(read, app, mirror), asIntended, target, ...(specChanged ? { specChanged } : {}) };
   },
 
   async remove(deps, app, opts) {

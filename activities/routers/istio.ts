@@ -6,6 +6,7 @@ import { CANARY_SUBSET, FIELD_MANAGER, LABEL_VERSION, childName } from '../../ap
 import type { KubeObject } from '../../kube/client.ts';
 import type { ObjectRef } from '../../kube/resources.ts';
 import { sameJson } from '../../lib/json.ts';
+import { writtenLastByUs } from '../../kube/managed-fields.ts';
 import { kinds } from '../../render/children.ts';
 import { readRouteWeights, renderDestinationRule, renderVirtualService, type RoutesOf, type VirtualService } from '../../render/istio.ts';
 import { reachesCanary, routesToCanary, type CanaryRoute, type RouteWeights } from '../../routing/route.ts';
@@ -45,7 +46,8 @@ export const istioRouter: TrafficRouter = {
     const target = (dr?.spec?.subsets ?? []).some((s) => s.name === CANARY_SUBSET && s.labels?.[LABEL_VERSION] === version);
     // What the VirtualService should route, rendered from today's spec (a changed retry policy shows as drift too).
     const asIntended = vs !== null && sameJson(vs.spec.http, renderVirtualService(app, { canary: route }).spec.http);
-    return { routed: readRouteWeights(vs), asIntended, target };
+    const specChanged = !asIntended && vs !== null && await writtenLastByUs(deps.kube, ref(app, kinds.virtualService));
+    return { routed: readRouteWeights(vs), asIntended, target, ...(specChanged ? { specChanged } : {}) };
   },
 
   async remove(deps, app, opts) {

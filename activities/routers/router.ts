@@ -20,6 +20,11 @@ export interface RouteObservation {
   asIntended: boolean;
   /** What the canary is routed to exists (Istio's canary subset, the Gateway API's canary Service). */
   target: boolean;
+  /**
+   * Not as intended, yet written last by the operator: what the Application's spec says of the routes (hosts, path,
+   * Gateways) changed since the rollout wrote them, and no one edited them. Absent when false.
+   */
+  specChanged?: boolean;
 }
 
 /** One router. `app` is the Application with the rollout's canary version and image filled in. */

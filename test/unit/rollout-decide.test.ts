@@ -159,9 +159,9 @@ describe('withStep and routeAtStep: where a rollout taken up again at a step sta
 });
 
 describe('gateStep: one gate check, from what it saw to what to do', () => {
-  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean; drift?: CanaryDrift } = {}) => ({
+  const seen = (h: Partial<CanaryHealth> = {}, o: { asIntended?: boolean; target?: boolean; drift?: CanaryDrift; specChanged?: boolean } = {}) => ({
     health: health(h), routed: { stable: 80, canary: 20, total: 100, headerRoute: false, mirror: 0 }, asIntended: o.asIntended ?? true, target: o.target ?? true,
-    ...(o.drift ? { drift: o.drift } : {}),
+    ...(o.drift ? { drift: o.drift } : {}), ...(o.specChanged ? { specChanged: true } : {}),
   });
   const base = { gates, now: 100_000, createdAt: 0, readySince: undefined, lastCountedAt: 0, consecutiveFailures: 0, route: { weight: 20 }, target: { weight: 20 } };
   test('healthy, as set: clean, nothing to do, ready from now', () => {
@@ -188,6 +188,11 @@ describe('gateStep: one gate check, from what it saw to what to do', () => {
   test('a hand edit of the routes is a repair, with what they route now', () => {
     const g = gateStep({ ...base, seen: seen({}, { asIntended: false }) });
     assert.deepEqual(g.reroute, { route: { weight: 20 }, repair: true, why: 'the routes do not route what the rollout set (they route 20%): routing 20% again' });
+  });
+  test('routes the operator wrote last that differ from what it would write now: the spec changed, written again, no repair', () => {
+    const g = gateStep({ ...base, seen: seen({}, { asIntended: false, specChanged: true }) });
+    assert.deepEqual(g.reroute, { route: { weight: 20 }, repair: false, why: 'the Application\'s spec changed what the routes say: written again, routing 20%' });
+    assert.equal(g.clean, false);
   });
   test('a canary re-imaged by hand, however healthy: no traffic, and put back', () => {
     const drift = { what: 'image', message: "the canary Deployment's container app runs evil:1, not the rollout's app:v2" } as const;

@@ -418,7 +418,11 @@ describe('routeAcceptedCondition: whether the Gateways serve the HTTPRoute, as t
     const at = (generation: number, time: string) => route([local], [{ ...report(local, ['Accepted', 'True', 'Accepted']), conditions: [{ type: 'Accepted', status: 'True', reason: 'Accepted', observedGeneration: generation, lastTransitionTime: time } as { type: string; status: string }] }]);
     assert.equal(routeSignature(at(2, 'a')), routeSignature(at(7, 'b')));
     assert.notEqual(routeSignature(at(2, 'a')), routeSignature(route([local], [report(local, ['Accepted', 'False', 'NotAllowedByListeners'])])));
-    assert.equal(routeSignature(route([local])), '[]');
+    assert.equal(routeSignature(route([local])), routeSignature(route([local])));
+    // The Gateways it names count, reported on or not: the verdict changes with them (Unknown for one not there).
+    const nope = { name: 'nope', namespace: 'gateway-system' };
+    assert.notEqual(routeSignature(route([nope], [report(local, ['Accepted', 'True', 'Accepted'])])), routeSignature(at(2, 'a')), 'parentRefs changed, the old report still there');
+    assert.notEqual(routeSignature(route([nope])), routeSignature(route([local])));
   });
 });
 

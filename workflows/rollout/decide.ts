@@ -125,9 +125,10 @@ export function gateStep(s: {
   const desired = reimaged ? noCanaryRoute : routeAfterGate(s.route, s.target, health, verdict.ok);
   const moved = !sameRoute(desired, s.route);
   const reroute = moved || !s.seen.asIntended ? {
-    route: desired, repair: !s.seen.asIntended,
+    route: desired, repair: !s.seen.asIntended && !s.seen.specChanged,
     why: reimaged && reachesCanary(s.route) ? `${s.seen.drift!.message}: all traffic moved to stable`
       : !reachesCanary(desired) && reachesCanary(s.route) ? 'the canary has no ready replica: all traffic moved to stable'
+      : !s.seen.asIntended && s.seen.specChanged ? `the Application's spec changed what the routes say: written again, routing ${describeRoute(desired)}`
       : !s.seen.asIntended ? `the routes do not route what the rollout set (they route ${describeRouted(s.seen.routed)}): routing ${describeRoute(desired)} again`
         : `gate passed: routing ${describeRoute(desired)} to the canary`,
   } : undefined;
