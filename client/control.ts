@@ -45,7 +45,7 @@ export async function requester(kubeconfig?: string): Promise<string> {
 }
 
 export interface ControlOutcome {
-  /** The request was taken now (false: an abort of a rollout already aborting or over, which is no error). */
+  /** The request was taken now (false: it was done already, which is no error: an abort of a rollout already aborting or over, a promote of one promoting or promoted, a pause of one paused). */
   accepted: boolean;
   /** What a person reads first. */
   note: string;
@@ -55,13 +55,19 @@ export interface ControlOutcome {
   result?: RolloutResult;
 }
 
-// Refusals that mean an abort has nothing left to do: asking again is not an error.
-const abortDone = /is already being aborted|is already (Promoted|Aborted|RolledBack|Failed)/;
+// Refusals that mean what was asked is done already: asking again is not an error (a script that retries, two people
+// pressing the same button). Any other refusal is.
+const alreadyDone: Partial<Record<ControlAction, RegExp>> = {
+  abort: /is already being aborted|is already (Promoted|Aborted|RolledBack|Failed)\b/,
+  promote: /is already being promoted|is already Promoted\b/,
+  pause: /is already paused/,
+};
+const nothingTo = (action: ControlAction, why: string) => `nothing to ${action}: ${why}`;
 
 /**
- * Sends a control action to the app's rollout as a validated Temporal update, asked by `by`. An abort is idempotent:
- * an abort of a rollout already aborting, or already over, succeeds and says so; any other refusal throws with its
- * reason.
+ * Sends a control action to the app's rollout as a validated Temporal update, asked by `by`. Asking again what is
+ * done already succeeds and says so (`alreadyDone`: an abort of a rollout aborting or over, a promote of one
+ * promoting or promoted, a pause of one paused); any other refusal throws with its reason.
  */
 export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string, by = localUser()): Promise<ControlOutcome> {
   const handle = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
@@ -71,14 +77,15 @@ export async function control(client: Client, action: ControlAction, namespace: 
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {
       const why = err.cause?.message ?? err.message;
-      if (action === 'abort' && abortDone.test(why)) return { accepted: false, note: `nothing to abort: ${why}`, ...(await rolloutNow(handle)) };
+      if (alreadyDone[action]?.test(why)) return { accepted: false, note: nothingTo(action, why), ...(await rolloutNow(handle)) };
       throw new Error(`${action} rejected: ${why}`, { cause: err });
     }
     if (!(err instanceof WorkflowNotFoundError)) throw err;
     const closed = await closedRollout(handle);
     if (!closed) throw new Error(`no rollout has run for ${namespace}/${name}`, { cause: err });
-    if (action === 'abort') return { accepted: false, note: `nothing to abort: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message}`, result: closed };
-    throw new Error(`${action} rejected: the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}: ${closed.message} (no rollout is running for ${namespace}/${name})`, { cause: err });
+    const why = `the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}`;
+    if (alreadyDone[action]?.test(why)) return { accepted: false, note: nothingTo(action, `${why}: ${closed.message}`), result: closed };
+    throw new Error(`${action} rejected: ${why}: ${closed.message} (no rollout is running for ${namespace}/${name})`, { cause: err });
   }
 }
 

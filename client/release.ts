@@ -24,6 +24,8 @@ export async function controlRelease(client: Client, action: ControlAction, name
       // As for an Application: an abort of a release already over or being aborted has nothing left to do.
       // "the release is Promoted: nothing to abort" reads as the answer from a finished run: "nothing to abort: the release is Promoted".
       if (action === 'abort' && /nothing to abort|already being aborted/.test(why)) return { accepted: false, note: `nothing to abort: ${why.replace(/: nothing to abort$/, '')}`, state: await handle.query(releaseQuery) };
+      // A pause of a release paused already is done, as for an Application (client/control.ts).
+      if (action === 'pause' && /already paused/.test(why)) return { accepted: false, note: `nothing to pause: ${why}`, state: await handle.query(releaseQuery) };
       throw new Error(`${action} rejected: ${why}`, { cause: err });
     }
     throw err;

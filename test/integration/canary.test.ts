@@ -63,7 +63,10 @@ describe('canary rollouts', () => {
     await waitWeights(s.ns, 'abort', 30);
     await waitCanaryPhase(s.ns, 'abort', 'Paused');
     await control(await temporalClient(), 'pause', s.ns, 'abort');
-    await assert.rejects(control(await temporalClient(), 'pause', s.ns, 'abort'), /pause rejected: the rollout is already paused/);
+    const again = await control(await temporalClient(), 'pause', s.ns, 'abort');
+    assert.equal(again.accepted, false);
+    assert.match(again.note, /^nothing to pause: the rollout is already paused \(by .+\)$/);
+    assert.equal(again.state?.pausedByUser, true);
     const outcome = await control(await temporalClient(), 'abort', s.ns, 'abort', 'bad metrics');
     assert.equal(outcome.state?.key, 'v3|nginx:v3');
     assert.equal(outcome.state?.phase, 'Aborting', 'the reply shows the state after the abort was accepted');

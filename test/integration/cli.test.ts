@@ -16,6 +16,15 @@ import { operatorSuite } from '../../testkit/suite.ts';
 
 const cli = resolve(import.meta.dirname, '..', '..', 'bin', 'application-operator.ts');
 
+/** Runs the CLI and checks its exit code and what it printed (standard output when it exits 0, else standard error); returns that. */
+async function expect(args: string[], code: 0 | 1, printed: RegExp): Promise<string> {
+  const r = await run(args);
+  assert.equal(r.code, code, `${args.join(' ')}: ${r.out}${r.err}`);
+  const text = code === 0 ? r.out : r.err;
+  assert.match(text, printed);
+  return text;
+}
+
 /** Runs the CLI; resolves with its exit code and output (never rejects on a non-zero exit). */
 async function run(args: string[], timeoutMs = 60_000): Promise<{ code: number; out: string; err: string }> {
   const env = await testEnv();
@@ -29,27 +38,33 @@ async function run(args: string[], timeoutMs = 60_000): Promise<{ code: number; 
 describe('the CLI', () => {
   const s = operatorSuite('cli');
 
-  it('abort is idempotent: the first reply shows Aborting, a second abort succeeds and says there is nothing to abort', async () => {
-    await applyAsUser(appManifest(s.ns, 'twice', {
+  /** An Application whose canary v2 waits at 10% for a promote. */
+  async function pausedCanary(name: string): Promise<void> {
+    await applyAsUser(appManifest(s.ns, name, {
       image: 'nginx:1.25', serviceMesh: { enabled: true, canary: { enabled: true, canaryVersion: 'v2', weight: 10, healthGates: { interval: '1s', initialDelay: '2s' } } },
     }));
-    await waitCanaryPhase(s.ns, 'twice', 'Paused');
-    const first = await run(['abort', 'twice', '-n', s.ns, '--reason', 'scripted retry']);
-    assert.equal(first.code, 0, first.err);
-    assert.match(first.out, /^abort accepted\nrollout of v2 \(nginx:v2\) — Aborting\n/);
+    await waitCanaryPhase(s.ns, name, 'Paused');
+  }
+
+  it('abort is idempotent: the first reply shows Aborting, a second abort succeeds and says there is nothing to abort', async () => {
+    await pausedCanary('twice');
+    const first = await expect(['abort', 'twice', '-n', s.ns, '--reason', 'scripted retry'], 0, /^abort accepted\nrollout of v2 \(nginx:v2\) — Aborting\n/);
     // Who asked is the caller's Kubernetes identity (the stack's admin certificate, CN=admin), as a SelfSubjectReview answers it.
-    assert.match(first.out, /abort requested by admin: scripted retry/);
-    const second = await run(['abort', 'twice', '-n', s.ns]);
-    assert.equal(second.code, 0, second.err);
-    assert.match(second.out, /^nothing to abort: the rollout of v2 is already (being aborted|Aborted)/);
+    assert.match(first, /abort requested by admin: scripted retry/);
+    await expect(['abort', 'twice', '-n', s.ns], 0, /^nothing to abort: the rollout of v2 is already (being aborted|Aborted)/);
     await waitCanaryPhase(s.ns, 'twice', 'Aborted');
-    const third = await run(['abort', 'twice', '-n', s.ns]);
-    assert.equal(third.code, 0, third.err);
-    assert.match(third.out, /nothing to abort: the rollout of v2 is already Aborted/);
+    await expect(['abort', 'twice', '-n', s.ns], 0, /nothing to abort: the rollout of v2 is already Aborted/);
     // Other actions on a finished rollout are still refused.
-    const promote = await run(['promote', 'twice', '-n', s.ns]);
-    assert.equal(promote.code, 1);
-    assert.match(promote.err, /promote rejected: the rollout of v2 is already Aborted/);
+    await expect(['promote', 'twice', '-n', s.ns], 1, /promote rejected: the rollout of v2 is already Aborted/);
+  });
+
+  it('promote is idempotent too: a second promote of a rollout promoting or promoted succeeds and says so; a pause of it is refused', async () => {
+    await pausedCanary('again');
+    await expect(['promote', 'again', '-n', s.ns], 0, /^promote accepted\n/);
+    await expect(['promote', 'again', '-n', s.ns], 0, /^nothing to promote: the rollout of v2 is already (being promoted|Promoted)/);
+    await waitCanaryPhase(s.ns, 'again', 'Promoted');
+    await expect(['promote', 'again', '-n', s.ns], 0, /^nothing to promote: the rollout of v2 is already Promoted/);
+    await expect(['pause', 'again', '-n', s.ns], 1, /pause rejected: (the rollout of v2 is already Promoted|cannot pause a rollout that is Promoted)/);
   });
 
   it('status says what keeps failing now, under the state it makes out of date, and stops once it works again', async (t) => {

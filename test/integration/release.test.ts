@@ -90,6 +90,8 @@ describe('Releases', () => {
     await waitForObject('solo in its 10 minute pause', () => getApp(s.ns, 'solo'), (a) => a?.status?.canary?.phase === 'Paused', 60_000);
     const paused = await controlRelease(client, 'pause', s.ns, 'held');
     assert.equal(paused.state.pausedByUser, true);
+    const pausedAgain = await controlRelease(client, 'pause', s.ns, 'held');
+    assert.deepEqual([pausedAgain.accepted, pausedAgain.note, pausedAgain.state.pausedByUser], [false, 'nothing to pause: the release is already paused', true]);
     await eventually('solo\'s rollout paused by the release', async () => ((await appStatus(client, s.ns, 'solo')).rollout?.pausedByUser ? true : undefined), { timeoutMs: 30_000 });
     // A resume of the release lifts its pause and its canaries' holds, nothing more: solo's pause step goes on.
     await controlRelease(client, 'resume', s.ns, 'held');
