@@ -1,6 +1,6 @@
 import {
-  ActivityFailure, ApplicationFailure, CancelledFailure, ChildWorkflowFailure, ParentClosePolicy, TerminatedFailure, TimeoutFailure,
-  allHandlersFinished, condition, continueAsNew, getExternalWorkflowHandle, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, setHandler,
+  ActivityFailure, ApplicationFailure, CancellationScope, CancelledFailure, ChildWorkflowFailure, ParentClosePolicy, TerminatedFailure, TimeoutFailure,
+  allHandlersFinished, condition, continueAsNew, getExternalWorkflowHandle, isCancellation, log, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, setHandler,
   startChild, upsertSearchAttributes, workflowInfo, type ChildWorkflowHandle, type SignalDefinition,
 } from '@temporalio/workflow';
 import { FailureType, Reason, RolloutPhase, canaryName, isTerminal } from '../api/constants.ts';
@@ -74,6 +74,10 @@ const inlineFinalizePatch = 'finalize-in-the-deleted-pass';
 // case the policy, quota or CRD changed (LoopOptions.refusedRetrySeconds, doubling to ten times that), and at once on
 // any change. Runs from before waited for a change.
 const retryRefusedPatch = 'retry-refused-applies';
+// A pass that keeps failing waits up to a minute between tries (the activity's backoff). A new spec or a deletion
+// cancels it and passes again at once, as a controller's work queue takes an event in at once. Runs from before
+// waited for the next try.
+const supersedeRetriesPatch = 'supersede-retrying-pass';
 
 /**
  * Patches a run takes as given, by patch level (the run's input `patchLevel`). Each patch a run meets costs its history
@@ -107,15 +111,42 @@ async function finalizePass(level: number, summary: string, input: FinalizeInput
   }
 }
 
-/** One pass: as a local activity, then as an activity if that failed for any reason but one reported in status. */
-async function reconcilePass(level: number, summary: string, input: ReconcileInput): Promise<ReconcileResult> {
+/**
+ * One pass: as a local activity, then as an activity if that failed for any reason but one reported in status. The
+ * activity, retried with its backoff, gives way once `superseded` says a newer reason came (the pass then ends
+ * `superseded`, and the workflow passes again over the Application as it is now).
+ */
+async function reconcilePass(level: number, summary: string, input: ReconcileInput, superseded: () => boolean): Promise<ReconcileResult> {
   if (!hasPatch(level, localPassesPatch)) return run(reconcileApplication, summary, input);
   try {
     return await run(local.reconcileApplication, summary, input);
   } catch (err) {
     if (reportedFailure(err)) throw err;
     log.warn('reconcile pass failed as a local activity; running it as an activity', { err: String(err) });
-    return run(reconcileApplication, summary, input);
+    const pass = () => run(reconcileApplication, summary, input);
+    return hasPatch(level, supersedeRetriesPatch) ? unlessSuperseded(pass, superseded) : pass();
+  }
+}
+
+/** Runs `pass`, cancelled once `superseded` holds: then it ends `superseded` instead. */
+async function unlessSuperseded(pass: () => Promise<ReconcileResult>, superseded: () => boolean): Promise<ReconcileResult> {
+  const passing = new CancellationScope();
+  const watching = new CancellationScope();
+  let gaveWay = false;
+  watching.run(() => condition(superseded)).then(() => {
+    gaveWay = true;
+    passing.cancel();
+  }, () => undefined);
+  try {
+    return await passing.run(pass);
+  } catch (err) {
+    if (gaveWay && isCancellation(err)) {
+      log.info('a retrying reconcile pass gave way to a newer change');
+      return { outcome: 'superseded' };
+    }
+    throw err;
+  } finally {
+    watching.cancel();
   }
 }
 
@@ -332,7 +363,7 @@ class ApplicationEntity {
         ...(finalize ? { finalize } : {}), ...(this.namespaceGoing ? { namespaceGoing: true } : {}),
         // The watcher signals a stable pod only when it shows a new problem.
         ...(this.objects.some((o) => o.startsWith('Pod/')) ? { podProblem: true } : {}),
-      });
+      }, () => this.pending.has('spec') || this.pending.has('deleted'));
       this.state.passes++;
       this.passesThisRun++;
       if (result.outcome === 'reconciled') {

@@ -1,5 +1,6 @@
 // The reconciler end to end: a real operator process (watcher + worker) against the run's API server and Temporal.
 import { Client } from '@temporalio/client';
+import proto from '@temporalio/proto';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { randomUUID } from 'node:crypto';
 import assert from 'node:assert/strict';
@@ -202,6 +203,40 @@ describe('reconciler', () => {
     // Fixing the spec recovers.
     await kube(['-n', s.ns, 'patch', 'application', 'rejected', '--type=merge', '-p', JSON.stringify({ spec: { env: [{ name: 'WHO', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } }] } })]);
     await waitForPhase(s.ns, 'rejected', 'Running');
+  });
+
+  it('a pass that keeps failing gives way to a deletion at once, instead of waiting out its backoff (up to a minute)', async (t) => {
+    // A webhook that is down (nothing listens at its address; failurePolicy Fail) for this app's Deployment: every
+    // pass fails with a 500 and is retried with a growing delay.
+    const policy = `down-${s.ns}`;
+    await apply({
+      apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name: policy },
+      webhooks: [{
+        name: 'down.application-operator.test', clientConfig: { url: 'https://127.0.0.1:1/validate' },
+        rules: [{ apiGroups: ['apps'], apiVersions: ['v1'], operations: ['CREATE', 'UPDATE'], resources: ['deployments'] }],
+        namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.ns } }, objectSelector: { matchLabels: { [LABEL_NAME]: 'stuck' } },
+        failurePolicy: 'Fail', sideEffects: 'None', admissionReviewVersions: ['v1'], timeoutSeconds: 2,
+      }],
+    });
+    t.after(() => kube(['delete', 'validatingwebhookconfiguration', policy, '--ignore-not-found']));
+    const probe = { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'probe', namespace: s.ns, labels: { [LABEL_NAME]: 'stuck' } },
+      spec: { selector: { matchLabels: { probe: 'x' } }, template: { metadata: { labels: { probe: 'x' } }, spec: { containers: [{ name: 'c', image: 'nginx' }] } } } };
+    await eventually('the webhook in force', () => kube(['create', '--dry-run=server', '-f', '-'], JSON.stringify(probe)).then(() => undefined, (err: unknown) => (String(err).includes('failed calling webhook') ? true : undefined)));
+    await apply(appManifest(s.ns, 'stuck', { image: 'nginx:1.25' }));
+    const handle = (await temporalClient()).workflow.getHandle(applicationWorkflowId(s.ns, 'stuck'));
+    const pending = await eventually('the pass retrying as an activity, its next try well ahead', async () => {
+      const p = (await handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileApplication');
+      return p && (p.attempt ?? 0) >= 8 && p.nextAttemptScheduleTime ? p : undefined;
+    }, { timeoutMs: 90_000, intervalMs: 500 });
+    assert.match(pending.lastFailure?.message ?? '', /failed calling webhook/);
+    const nextTry = Number(pending.nextAttemptScheduleTime!.seconds) * 1000 + (pending.nextAttemptScheduleTime!.nanos ?? 0) / 1e6;
+    await kube(['-n', s.ns, 'delete', 'application', 'stuck', '--wait=false']);
+    await waitForObject('stuck gone', () => getApp(s.ns, 'stuck'), (a) => a === null, 90_000);
+    const goneAt = Date.now();
+    assert.ok(goneAt < nextTry, `gone ${nextTry - goneAt} ms before the failing pass's next try, not after it`);
+    assert.equal(await handle.result(), 'deleted');
+    const events = (await handle.fetchHistory()).events ?? [];
+    assert.ok(events.some((e) => e.eventType === proto.temporal.api.enums.v1.EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED), 'the retrying pass was cancelled');
   });
 
   it('a rejected child after the first leaves nothing applied, not even the first (a first apply takes back what it created)', async () => {

@@ -188,6 +188,30 @@ describe('Application workflow', { concurrency: true }, () => {
     await replayAll(run);
   });
 
+  it('a pass retrying with its backoff gives way to a deletion at once: cancelled, and the pass the deletion wakes finalizes', async () => {
+    const asked: { finalize: boolean; at: number }[] = [];
+    const run = await startApp({
+      reconcile: (_n, input) => {
+        asked.push({ finalize: input.finalize === true, at: Date.now() });
+        return input.finalize ? { outcome: 'deleting', finalized: { removed: ['Deployment/app'], finalizerReleased: true } } : new Error('the API server answers 500 (scripted)');
+      },
+    });
+    // Far enough into the backoff that its next try is seconds away.
+    const pending = await eventually('the pass retrying as an activity, its next try seconds away', async () => {
+      const p = (await run.handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileApplication');
+      return p && (p.attempt ?? 0) >= 6 && p.nextAttemptScheduleTime ? p : undefined;
+    }, { timeoutMs: 60_000, intervalMs: 50 });
+    const nextTry = Number(pending.nextAttemptScheduleTime!.seconds) * 1000 + (pending.nextAttemptScheduleTime!.nanos ?? 0) / 1e6;
+    await run.handle.signal(changedSignal, { reason: 'deleted' });
+    assert.equal(await run.handle.result(), 'deleted');
+    const finalized = asked.find((a) => a.finalize);
+    assert.ok(finalized, 'a pass was asked to finalize');
+    assert.ok(finalized.at < nextTry, `finalized ${nextTry - finalized.at} ms before the retry's next try, not after it`);
+    const events = (await run.handle.fetchHistory()).events ?? [];
+    assert.ok(events.some((e) => e.eventType === EventType.EVENT_TYPE_ACTIVITY_TASK_CANCEL_REQUESTED), 'the retrying activity was cancelled');
+    await replayAll(run);
+  });
+
   it('an Application that is gone ends the workflow', async () => {
     const run = await startApp({ reconcile: () => ({ outcome: 'gone' }) });
     assert.equal(await run.handle.result(), 'gone');
