@@ -21,7 +21,7 @@ describe('Releases', () => {
   const s = operatorSuite('release', { operator: { flags: testFlags.map((f) => (f.startsWith('--release-poll-seconds=') ? '--release-poll-seconds=600' : f)) } });
 
   before(async () => {
-    for (const name of ['backend', 'web', 'mobile', 'api', 'shop', 'cart', 'pay', 'mail', 'solo', 'taken', 'busy', 'doomed', 'left', 'right', 'vanish', 'keep', 'north', 'south']) {
+    for (const name of ['backend', 'web', 'mobile', 'api', 'shop', 'cart', 'pay', 'mail', 'solo', 'taken', 'busy', 'doomed', 'left', 'right', 'vanish', 'keep', 'north', 'south', 'hot', 'fix', 'cold']) {
       await applyAsUser(meshApp(s.ns, name));
     }
     for (const name of ['backend', 'web', 'mobile']) await waitForPhase(s.ns, name, 'Running');
@@ -76,6 +76,26 @@ describe('Releases', () => {
       assert.equal(pay.status.canary.phase, 'Aborted');
       assert.match(pay.status.canary.abortedBy ?? '', /^Release bad/);
     }
+  });
+
+  it('a rollback leaves an image changed by hand after its promotion, and puts back a hotfix made before its wave, not the image claimed', async () => {
+    await applyAsUser(releaseManifest(s.ns, 'edited', {
+      steps, pauseBetweenWaves: {},
+      waves: [{ applications: [{ name: 'hot', canaryVersion: '2.0' }] }, { applications: [{ name: 'fix', canaryVersion: '2.0' }, { name: 'cold', canaryVersion: 'broken', image: unreadyImage }] }],
+    }));
+    await waitRelease(s.ns, 'edited', (r) => r.status?.phase === 'Paused' && /waiting for a promote to start wave 2/.test(r.status.message), 'waiting for a promote');
+    const setImage = (name: string, image: string) => kube(['-n', s.ns, 'patch', 'application', name, '--type=merge', '-p', JSON.stringify({ spec: { image } })]);
+    await setImage('hot', 'registry.example/hot:2.0.1');
+    await setImage('fix', 'registry.example/fix:1.0.1');
+    await controlRelease(await temporalClient(), 'promote', s.ns, 'edited');
+    // Before the fix it waited for ever for hot to run 1.0 again, which its revert (rightly) never wrote.
+    const rel = await waitRelease(s.ns, 'edited', releasePhaseIs('RolledBack'), 'RolledBack', 180_000);
+    assert.match(rel.status.message, /; every Application this release promoted runs its previous image again; left as changed after its promotion: hot \(registry\.example\/hot:2\.0\.1\)$/);
+    const hot = rel.status.applications.find((a: Json) => a.name === 'hot');
+    assert.deepEqual([hot.phase, hot.message], ['Promoted', 'left at registry.example/hot:2.0.1: its image was changed after the Release promoted registry.example/hot:2.0']);
+    await assertRunsStable(s.ns, 'hot', 'registry.example/hot:2.0.1');
+    await assertRunsStable(s.ns, 'fix', 'registry.example/fix:1.0.1');
+    await assertRunsStable(s.ns, 'cold', 'registry.example/cold:1.0');
   });
 
   it('one control for all: a wave waiting for a promote, a pause and a resume, and an abort during the pause between waves', async () => {

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { AppObservation } from '../../activities/release.ts';
 import { parseRelease, releaseAppKey } from '../../api/release.ts';
 import { releasePlan } from '../../reconcile/release-plan.ts';
-import { appPhase, canaryEnd, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from '../../workflows/release/decide.ts';
+import { appPhase, canaryEnd, changedSince, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from '../../workflows/release/decide.ts';
 import type { ReleaseAppState, ReleaseState } from '../../workflows/contract.ts';
 import { formatRelease } from '../../client/release.ts';
 
@@ -60,6 +60,12 @@ describe('rollbackOrder: what this release promoted, last wave first, last app f
 });
 
 describe('reverted and stopped', () => {
+  test('changedSince names an image that is neither the Release\'s nor the one before it (someone else\'s edit)', () => {
+    assert.equal(changedSince(obs('a', { specImage: 'a:hotfix' }), 'a:v2', 'a:old'), 'a:hotfix');
+    assert.equal(changedSince(obs('a'), 'a:v2', 'a:old'), undefined, 'the image before');
+    assert.equal(changedSince(obs('a', { specImage: 'a:v2' }), 'a:v2', 'a:old'), undefined, 'the Release\'s');
+    assert.equal(changedSince({ name: 'a', exists: false, running: false }, 'a:v2', 'a:old'), undefined, 'gone');
+  });
   test('reverted once spec and Deployment run the old image and it is Running', () => {
     assert.equal(reverted(obs('a'), 'a:old'), true);
     assert.equal(reverted(obs('a', { deploymentImage: 'a:v2' }), 'a:old'), false);

@@ -86,6 +86,25 @@ describe('release workflow', { concurrency: true }, () => {
     await end(run);
   });
 
+  it('an image changed by hand after its promotion stands when the release rolls back: the others are put back and the release ends', async () => {
+    const run = await start({ plan: plan([['a', 'b'], ['c']]), apps: { a: { outcome: 'promote', editedTo: 'a:2-hotfix' }, c: { outcome: 'fail', after: 3 } } });
+    const s = await state(run, (x) => x.phase === 'RolledBack');
+    assert.deepEqual(reverted(run.r), ['b', 'a']);
+    assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}`), ['a:Promoted', 'b:Reverted', 'c:Failed']);
+    assert.equal(s.applications.find((a) => a.name === 'a')!.message, 'left at a:2-hotfix: its image was changed after the Release promoted a:v2');
+    assert.match(s.message, /every Application this release promoted runs its previous image again; left as changed after its promotion: a \(a:2-hotfix\)$/);
+    await end(run);
+  });
+
+  it('a rollback puts back the image an Application ran when its canary started, not the one it had when the release claimed it (a hotfix in between)', async () => {
+    const run = await start({ plan: plan([['a'], ['b']]), apps: { a: { outcome: 'promote', hotfix: 'a:old-hotfix' }, b: { outcome: 'fail', after: 3 } } });
+    const s = await state(run, (x) => x.phase === 'RolledBack');
+    const revert = run.r.calls.find((c) => c.name === 'revertApplication' && c.input['app'] === 'a');
+    assert.equal(revert?.input['previousImage'], 'a:old-hotfix');
+    assert.deepEqual(s.applications.map((a) => `${a.name}:${a.phase}:${a.message}`), ['a:Reverted:back to a:old-hotfix', `b:Failed:${s.applications[1]!.message}`]);
+    await end(run);
+  });
+
   it('an abort during the pause between waves puts wave 1 back; the abort answers with the state', async () => {
     const run = await start({ plan: plan([['a'], ['b']], { pauseBetweenWavesMs: null }) });
     await state(run, (x) => x.phase === 'Paused' && /waiting for a promote to start wave 2/.test(x.message));

@@ -75,7 +75,13 @@ export interface ReleaseScript {
    * Each Application's canary (by name, or cluster/name in a member cluster): promoted or failed after so many
    * observations since it started (default promoted after 2); 'gone' deletes it.
    */
-  apps?: Record<string, { outcome: 'promote' | 'fail' | 'hang' | 'gone'; after?: number }>;
+  apps?: Record<string, {
+    outcome: 'promote' | 'fail' | 'hang' | 'gone'; after?: number;
+    /** The image its spec names when its canary starts: changed after the claim (a hotfix of what runs). */
+    hotfix?: string;
+    /** Its image as a revert finds it: changed by hand after its promotion (the revert then writes nothing). */
+    editedTo?: string;
+  }>;
   /** Member clusters that do not answer right now (the scenario changes it): their activities fail as ClusterUnreachable. */
   down?: Set<string>;
 }
@@ -260,7 +266,8 @@ export class Recorder {
       }
       case 'startCanary': {
         const app = input['app'] as string;
-        this.apps.set(key(app), { polls: 0, version: input['canaryVersion'] as string, state: 'running', specImage: `${app}:old` });
+        const hotfix = this.script.release?.apps?.[key(app)]?.hotfix;
+        this.apps.set(key(app), { polls: 0, version: input['canaryVersion'] as string, state: 'running', specImage: hotfix ?? `${app}:old` });
         return undefined;
       }
       case 'observeApplications':
@@ -273,8 +280,12 @@ export class Recorder {
         return undefined;
       }
       case 'revertApplication': {
+        // As the activity: it writes the previous image only over the image the Release promoted.
         const a = this.apps.get(key(input['app'] as string));
-        if (a) a.specImage = input['previousImage'] as string;
+        const edited = this.script.release?.apps?.[key(input['app'] as string)]?.editedTo;
+        if (a && edited) a.specImage = edited;
+        if (!a || a.specImage !== input['image']) return false;
+        a.specImage = input['previousImage'] as string;
         return true;
       }
       default:

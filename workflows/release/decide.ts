@@ -82,6 +82,14 @@ export function reverted(o: AppObservation, previousImage: string, previousDeplo
   return !o.exists || (o.specImage === previousImage && runsPrevious && o.running);
 }
 
+/**
+ * The image an Application's spec names when it is neither the Release's (`image`) nor the one it ran before
+ * (`previousImage`): someone else changed it (a hotfix, a revert by hand). Undefined otherwise, and when it is gone.
+ */
+export function changedSince(o: AppObservation, image: string, previousImage: string): string | undefined {
+  return o.exists && o.specImage !== undefined && o.specImage !== image && o.specImage !== previousImage ? o.specImage : undefined;
+}
+
 /** A canary the Release stopped has ended (or never started). */
 export function stopped(o: AppObservation, canaryVersion: string): boolean {
   if (!o.exists) return true;

@@ -16,7 +16,7 @@ import {
   controlSignals, rolloutWorkflowId, type ControlAction, type ControlRequest, type ReleaseAppState, type ReleaseCarry, type ReleasePosition, type ReleaseState,
   type ReleaseWorkflowInput,
 } from '../contract.ts';
-import { appPhase, appWords, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from './decide.ts';
+import { appPhase, appWords, changedSince, promoted, reverted, rollbackOrder, stopped, waveLabel, waveOutcome, type Want } from './decide.ts';
 import type { ReleasePlan, WavePlan } from '../../reconcile/wave-plan.ts';
 import type { releaseWorkflow } from './workflow.ts';
 
@@ -417,6 +417,7 @@ export class ReleaseEntity {
       a.phase = promoted(o, { name: a.name, canaryVersion: a.canaryVersion, image: a.image ?? '' }) ? ReleaseAppPhase.Promoted : ReleaseAppPhase.Stopped;
       return true;
     });
+    const left: string[] = [];
     for (const a of rollbackOrder(this.state.applications)) {
       if (!a.image || !a.previousImage) continue;
       await this.publish(undoing, `${aborted ? 'aborting' : 'rolling back'}: ${appWords(a)} back to ${a.previousImage}`);
@@ -424,14 +425,27 @@ export class ReleaseEntity {
         namespace: this.state.namespace, app: a.name, ...inCluster(a.cluster), image: a.image!, previousImage: a.previousImage!, release: this.state.name,
         why: aborted ? `the Release was aborted${this.abortRequest?.by ? ` by ${this.abortRequest.by}` : ''}${stop.message === 'aborted' ? '' : `: ${stop.message}`}` : stop.message,
       }), false);
-      await this.waitFor(`${appWords(a)} to run ${a.previousImage} again`, [a], (o) => reverted(o, a.previousImage!, a.previousDeploymentImage));
+      // Someone changed its image since the Release promoted it (a hotfix, a revert by hand): the revert wrote nothing,
+      // and their image stands. (Runs from before waited here for ever.)
+      let changed: string | undefined;
+      await this.waitFor(`${appWords(a)} to run ${a.previousImage} again`, [a], (o) => {
+        if (reverted(o, a.previousImage!, a.previousDeploymentImage)) return true;
+        changed = changedSince(o, a.image!, a.previousImage!);
+        return changed !== undefined;
+      });
+      if (changed !== undefined) {
+        left.push(`${appWords(a)} (${changed})`);
+        a.message = `left at ${changed}: its image was changed after the Release promoted ${a.image}`;
+        continue;
+      }
       a.phase = ReleaseAppPhase.Reverted;
       a.message = `back to ${a.previousImage}`;
     }
     await this.letGoAll();
     const who = aborted && this.abortRequest?.by ? ` by ${this.abortRequest.by}` : '';
+    const leftWords = left.length ? `; left as changed after its promotion: ${left.join(', ')}` : '';
     // A rollback's cause already says what failed ("the canary v2 of b was rolled back: ..."); an abort says who.
-    await this.publish(stop.phase, `${aborted ? `aborted${who}: ` : ''}${stop.message}; every Application this release promoted runs its previous image again`,
+    await this.publish(stop.phase, `${aborted ? `aborted${who}: ` : ''}${stop.message}; every Application this release promoted runs its previous image again${leftWords}`,
       { reason: aborted ? 'ReleaseAborted' : 'ReleaseRolledBack', type: 'Warning' });
   }
 
@@ -498,6 +512,13 @@ export class ReleaseEntity {
     const o = seen.find((x) => releaseAppKey(x) === releaseAppKey(want));
     if (!o) return;
     const a = this.app(releaseAppKey(want));
+    // Its image changed after the claim and before its promotion (a hotfix of what runs): a rollback puts that back.
+    const hotfix = a.previousImage && !promoted(o, want) ? changedSince(o, want.image, a.previousImage) : undefined;
+    if (hotfix !== undefined) {
+      log.info('the image an Application runs changed after the claim: a rollback puts it back', { app: releaseAppKey(want), from: a.previousImage, to: hotfix });
+      a.previousImage = hotfix;
+      delete a.previousDeploymentImage;
+    }
     a.phase = appPhase(o, want);
     a.message = !o.exists ? 'deleted' : o.canary?.version === want.canaryVersion ? `${o.canary.phase ?? 'starting'}: ${o.canary.message ?? ''}` : 'starting its canary';
   }
