@@ -18,7 +18,7 @@ export interface QueryVariables {
 }
 
 /** Whose metrics the templates read: Istio's, Traefik's (for the canary's Service), or none known (queries only). */
-export type MetricsSource = { kind: 'istio' } | { kind: 'traefik'; canaryService: string } | { kind: 'none' };
+export type MetricsSource = { kind: 'istio' } | { kind: 'traefik'; canaryServices: string[] } | { kind: 'none' };
 
 /**
  * The guard every template answers under: requests reached the canary in the interval. So an empty answer (no data)
@@ -34,9 +34,9 @@ const istioCanary = 'reporter="destination", destination_workload_namespace="{{n
 // codes matches nothing, rather than 0, while every request ends otherwise.
 const istioRate = (codes = '') => `sum(rate(istio_requests_total{${istioCanary}${codes}}[{{interval}}]))`;
 
-/** Traefik's counters of the requests it sent to the canary's Service (`service` is its label value). */
-function traefikTemplates(service: string): Record<string, string> {
-  const canary = `service="${service}"`;
+/** Traefik's counters of the requests it sent to the canary's Service (`services`: the label's values naming it). */
+function traefikTemplates(services: string[]): Record<string, string> {
+  const canary = `service=~"${services.map((v) => v.replace(/[\\.+*?()|[\]{}^$]/g, '\\\\$&')).join('|')}"`;
   const rate = (codes = '') => `sum(rate(traefik_service_requests_total{${canary}${codes}}[{{interval}}]))`;
   const requested = requestedBy(rate());
   return {
@@ -66,7 +66,7 @@ export const templates: Record<string, string> = {
 /** The templates for a source of metrics (none for an unknown Gateway API implementation). */
 export function templatesFor(source: MetricsSource): Record<string, string> {
   if (source.kind === 'istio') return templates;
-  return source.kind === 'traefik' ? traefikTemplates(source.canaryService) : {};
+  return source.kind === 'traefik' ? traefikTemplates(source.canaryServices) : {};
 }
 
 /** Writes a query out: every `{{variable}}` replaced (the CRD admits only known ones). */

@@ -8,15 +8,19 @@ import { strategies } from './strategies/index.ts';
 
 /**
  * Whose metrics the built-in analysis templates read: Istio's sidecars', or, through the Gateway API on Traefik,
- * Traefik's, which counts the canary's requests under its Service and port as `<ns>-<Service>-http-<port>` (the
- * `http` is Traefik's, whatever the port's name; measured on the local stack's Traefik).
+ * Traefik's, which counts the canary's requests under the name of the route's backend: `<ns>-<Service>-http-<port>`
+ * for the HTTPRoute's (a weight, a header route; the `http` is Traefik's, whatever the port's name) and
+ * `<ns>-<Service>-<port>@kubernetescrd` for the copies the mirroring TraefikService sends (a mirror step). Both are
+ * the canary's requests (measured on the local stack's Traefik).
  */
 export function metricsSource(app: Application): MetricsSource {
   const gw = app.spec.traffic?.gatewayAPI;
   const router = routerOf(app.spec);
   if (router === 'istio') return { kind: 'istio' };
   if (router !== 'gatewayAPI' || gw?.implementation !== 'traefik') return { kind: 'none' };
-  return { kind: 'traefik', canaryService: `${app.metadata.namespace ?? ''}-${canaryName(app)}-http-${routePort(app)}@kubernetesgateway` };
+  const service = `${app.metadata.namespace ?? ''}-${canaryName(app)}`;
+  const port = routePort(app);
+  return { kind: 'traefik', canaryServices: [`${service}-http-${port}@kubernetesgateway`, `${service}-${port}@kubernetescrd`] };
 }
 
 /** Identity of a canary: a finished rollout with the same key is not restarted by itself. */

@@ -184,7 +184,7 @@ describe('canaries through the Gateway API, on real requests', () => {
       const app = await waitCanaryPhase(s.ns, 'flaky', 'RolledBack', 180_000);
       assert.equal(app.status.canary.reason, 'AnalysisFailed');
       assert.match(app.status.canary.message, /success-rate 1 times in a row: 9\d(\.\d+)? is below the minimum 99/);
-      assert.match(app.status.canary.analysis.at(-1).query, /traefik_service_requests_total\{service="[^"]+-flaky-canary-http-80@kubernetesgateway"/);
+      assert.match(app.status.canary.analysis.at(-1).query, /traefik_service_requests_total\{service=~"[^"]+-flaky-canary-http-80@kubernetesgateway\|[^"]+-flaky-canary-80@kubernetescrd"/);
     } finally {
       load.abort();
     }
@@ -194,6 +194,31 @@ describe('canaries through the Gateway API, on real requests', () => {
     assert.equal(during.byVersion[noPod] ?? 0, 0, `no request met a canary pod that was gone: ${JSON.stringify(during.byVersion)}`);
     const after = await sendThroughGateway({ host }, { count: 300, concurrency: 6 });
     assert.deepEqual(after.byVersion, { stable: 300 }, 'no request reaches the rolled-back canary');
+  });
+
+  it('a mirror step is judged too: a canary failing the copies Traefik sends it is rolled back by analysis, while every answer came from stable', async () => {
+    assert.ok(prometheus);
+    await apply(await gatewayApp(s.ns, 'shadowbad', {
+      enabled: true, canaryVersion: 'v2', image: servingImage({ version: 'v2', errorPercent: 50 }), steps: [{ setMirrorRoute: { percentage: 50 } }, { pause: { duration: '10m' } }],
+      analysis: { interval: '10s', metrics: [{ name: 'success-rate', template: 'request-success-rate', thresholdRange: { min: 99 }, failureLimit: 1 }] },
+    }));
+    await waitCanaryPhase(s.ns, 'shadowbad', 'Paused', 120_000);
+    const host = hostOf(s.ns, 'shadowbad');
+    await waitForVersions({ host }, ['stable']);
+    const load = new AbortController();
+    const answers: Promise<Answer[]> = sendRequests({ url: (await dataPlane()).gatewayUrl, host }, { signal: load.signal, rps: 40 });
+    try {
+      // Before, Traefik's counters of the copies (under the mirroring service's name) were not read: "no request
+      // reached the canary", held until the progress deadline.
+      const app = await waitCanaryPhase(s.ns, 'shadowbad', 'RolledBack', 180_000);
+      assert.equal(app.status.canary.reason, 'AnalysisFailed');
+      assert.match(app.status.canary.message, /success-rate 1 times in a row: [2-7]\d(\.\d+)? is below the minimum 99/);
+    } finally {
+      load.abort();
+    }
+    const during = summarize(await answers);
+    assert.deepEqual(Object.keys(during.byVersion), ['stable'], `every answer from stable: ${JSON.stringify(during.byVersion)}`);
+    assert.equal(during.byStatus['503'] ?? 0, 0, 'no failed copy reached a client');
   });
 
   it('whether a Gateway serves the route is in RouteAccepted: Unknown for a Gateway that does not exist, False with Traefik\'s reason for a listener it lacks, True once corrected (its report wakes a pass) and requests flow', async () => {

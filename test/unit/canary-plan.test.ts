@@ -150,12 +150,13 @@ describe('the analysis reads the metrics of what routes the canary', () => {
   test('Istio: its sidecars\' telemetry', () => {
     assert.deepEqual(metricsSource(clusterApp({ serviceMesh: { enabled: true } })), { kind: 'istio' });
   });
-  test('the Gateway API on Traefik: Traefik\'s counters of the canary\'s Service, by its port ("http" whatever the port\'s name)', () => {
+  test('the Gateway API on Traefik: Traefik\'s counters of the canary\'s Service, by its port, as the HTTPRoute sends to it ("http" whatever the port\'s name) and as the mirroring TraefikService copies to it', () => {
     const app = gatewayApp('traefik');
-    assert.deepEqual(metricsSource(app), { kind: 'traefik', canaryService: 'prod-shop-canary-http-8080@kubernetesgateway' });
+    assert.deepEqual(metricsSource(app), { kind: 'traefik', canaryServices: ['prod-shop-canary-http-8080@kubernetesgateway', 'prod-shop-canary-8080@kubernetescrd'] });
     const [ok, p99] = rolloutPlan(app)!.analysis!.metrics;
-    assert.equal(ok?.query, '100 * (sum(rate(traefik_service_requests_total{service="prod-shop-canary-http-8080@kubernetesgateway", code!~"5.."}[30s])) or vector(0)) / (sum(rate(traefik_service_requests_total{service="prod-shop-canary-http-8080@kubernetesgateway"}[30s])) > 0)');
-    assert.match(p99?.query ?? '', /^\(1000 \* histogram_quantile\(0\.99, sum by \(le\) \(rate\(traefik_service_request_duration_seconds_bucket\{service="prod-shop-canary-http-8080@kubernetesgateway"\}\[30s\]\)\)\)/);
+    const canary = 'service=~"prod-shop-canary-http-8080@kubernetesgateway|prod-shop-canary-8080@kubernetescrd"';
+    assert.equal(ok?.query, `100 * (sum(rate(traefik_service_requests_total{${canary}, code!~"5.."}[30s])) or vector(0)) / (sum(rate(traefik_service_requests_total{${canary}}[30s])) > 0)`);
+    assert.ok(p99?.query.startsWith(`(1000 * histogram_quantile(0.99, sum by (le) (rate(traefik_service_request_duration_seconds_bucket{${canary}}[30s])))`), p99?.query);
   });
   test('another Gateway API implementation: no built-in templates (the spec must write queries)', () => {
     assert.deepEqual(metricsSource(gatewayApp('generic')), { kind: 'none' });
