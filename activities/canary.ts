@@ -191,7 +191,15 @@ export async function setCanaryRoute(deps: ActivityDeps, input: RouteInput): Pro
     }
   }
   const app = withVersion(await readApp(deps, input), input.version);
-  return routerFor(app, input.router).setRoute(deps, app, route);
+  try {
+    return await routerFor(app, input.router).setRoute(deps, app, route);
+  } catch (err) {
+    if (!(err instanceof KubeError && err.permanent)) throw err;
+    // Refused for what it says (a header value the route's schema refuses, a policy): the same write is refused until
+    // the spec or the policy changes, so the rollout rolls back now with the API server's words, not at its deadline
+    // (a rollout retrying this write looks at neither its gates nor its deadline).
+    throw ApplicationFailure.nonRetryable(`the API server refused the route (${describeRoute(route)}): ${err.message}`, FailureType.ApplyRejected);
+  }
 }
 
 /** A route in words, for messages. */

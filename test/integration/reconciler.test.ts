@@ -388,6 +388,40 @@ describe('admission that refuses a child (a ValidatingAdmissionPolicy, as a poli
     await waitForPhase(s.ns, 'tall', 'Running');
   });
 
+  it('a route the policy refuses mid-rollout rolls the canary back at once with the policy\'s words, instead of being retried with no gate and no deadline', async (t) => {
+    const name = `max-canary-share-${s.ns}`;
+    await kube(['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'v1', kind: 'List', items: [{
+        apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicy', metadata: { name },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: {
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': s.ns } },
+            resourceRules: [{ apiGroups: ['networking.istio.io'], apiVersions: ['*'], operations: ['CREATE', 'UPDATE'], resources: ['virtualservices'] }],
+          },
+          validations: [{
+            expression: "!has(object.spec.http) || object.spec.http.all(r, !has(r.route) || r.route.all(d, !has(d.weight) || d.weight <= 50 || !has(d.destination.subset) || d.destination.subset != 'canary'))",
+            message: 'at most 50% of requests to a canary in this namespace', reason: 'Forbidden',
+          }],
+        },
+      }, {
+        apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingAdmissionPolicyBinding', metadata: { name },
+        spec: { policyName: name, validationActions: ['Deny'] },
+      }],
+    }));
+    t.after(() => kube(['delete', 'validatingadmissionpolicybindings,validatingadmissionpolicies', name, '--ignore-not-found']));
+    const mesh = (canary?: Json) => appManifest(s.ns, 'share', { image: 'nginx:1.25', serviceMesh: { enabled: true, ...(canary ? { canary: { enabled: true, ...canary } } : {}) } });
+    await apply(mesh());
+    await waitForPhase(s.ns, 'share', 'Running');
+    await apply(mesh({ canaryVersion: 'v2', steps: [{ setWeight: 20 }, { setWeight: 80 }, { pause: {} }], healthGates: { interval: '1s', initialDelay: '0s' } }));
+    const app = await waitCanaryPhase(s.ns, 'share', 'RolledBack', 60_000);
+    assert.equal(app.status.canary.reason, 'ApplyRejected');
+    assert.match(app.status.canary.message, /the API server refused the route \(80%\): .*at most 50% of requests to a canary in this namespace/);
+    const w = readRouteWeights(await virtualService(s.ns, 'share'));
+    assert.deepEqual([w?.stable, w?.canary], [100, 0], 'all traffic on stable');
+    assert.equal(await getDeployment(s.ns, 'share-canary'), null, 'no canary left');
+  });
+
   it('a first apply refused leaves nothing, and is applied by itself once the policy allows it', async () => {
     await apply(appManifest(s.ns, 'waits', { image: 'nginx:1.25', replicas: 5 }));
     const app = await waitForObject('the refusal in status', () => getApp(s.ns, 'waits'), (a) => degraded(a)?.reason === 'ApplyFailed', 15_000);
