@@ -236,13 +236,31 @@ const weight = (field: string) => z.int({ error: typeError('integer') }).refine(
 const HEADER_NAME = /^[a-z0-9][-a-z0-9_.]*$/;
 const COOKIE_NAME = /^[A-Za-z0-9!#$%&*+.^_|~-]+$/;
 
+/** A header's or cookie's value to match: what a route can say (the Gateway API refuses an empty one). */
+const matchValue = () => str(1024).min(1, 'should be at least 1 chars long');
+
+/**
+ * Why a regex does not compile, or undefined. JavaScript's dialect stands in for RE2 here, which the API server's
+ * CEL rule checks exactly (`''.matches(self.regex)` fails to evaluate on a bad one); they differ only on what RE2
+ * lacks (look-arounds, back-references), which the API server refuses.
+ */
+function regexError(s: string): string | undefined {
+  try {
+    new RegExp(s);
+    return undefined;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+const regexOk = (s: string) => regexError(s) === undefined;
+
 const routeMatchSchema = z
   .object({
     header: str(256).refine((s) => HEADER_NAME.test(s), 'header must be a lowercase header name such as x-canary').optional(),
     cookie: str(256).refine((s) => COOKIE_NAME.test(s), 'cookie must be a cookie name (letters, digits and !#$%&*+.^_|~-)').optional(),
-    exact: str(1024).optional(),
-    prefix: str(1024).optional(),
-    regex: str(1024).optional(),
+    exact: matchValue().optional(),
+    prefix: matchValue().optional(),
+    regex: matchValue().refine(regexOk, { error: (i) => `regex must be an RE2 regular expression: error parsing regexp: ${regexError(String(i.input))}` }).optional(),
   })
   .refine((m) => (m.header !== undefined) !== (m.cookie !== undefined), 'each match sets exactly one of header or cookie')
   .refine((m) => [m.exact, m.prefix, m.regex].filter((x) => x !== undefined).length === 1, 'each match sets exactly one of exact, prefix or regex')
