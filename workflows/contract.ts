@@ -171,9 +171,11 @@ export interface RolloutInput {
  * running another image than the rollout's (`kubectl scale`, `kubectl set image`) puts it back, as it does a
  * deleted one, instead of judging it as it runs; one running another image gets no traffic meanwhile. 3: a weight
  * step of a canary by pod counts (`traffic.router: replicas`) ends once the canary's pods are all ready, so the pause
- * after it bakes at the share it names (before, it ended once they were asked for).
+ * after it bakes at the share it names (before, it ended once they were asked for). 4: an abort that comes once a
+ * promote has seen the stable Deployment run the new image is refused, saying it is too late (before, it was
+ * accepted, said Aborting, and the promote went on).
  */
-export const rolloutPatchLevel = 3;
+export const rolloutPatchLevel = 4;
 
 /** Where a rollout's story is, so a new run takes it up exactly there. */
 export type RolloutPosition =
@@ -218,6 +220,8 @@ export interface RolloutCarry {
   undos: UndoKind[];
   /** The message that says what the rollout does (a repair's message gives way to it at the next clean check). */
   steady?: string;
+  /** What status said before a person's pause came in the middle of a step (level 4): said again on resume. */
+  unheld?: { phase: RolloutPhase; message: string };
   /** 1 for the first run of the rollout, +1 for each continue-as-new. */
   run: number;
   /** Notifications sent so far (the last message's seq), and what their ids are made of (reconcile/notify.ts). */

@@ -6,7 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { unreadyImage } from '../../stack/stack.ts';
 import { control, formatRollout } from '../../client/control.ts';
 import { applicationWorkflowId, controlUpdates, rolloutQuery, rolloutWorkflowId } from '../../workflows/contract.ts';
-import { appManifest, eventsOf, getApp, getDeployment, kube, temporalClient, waitForPhase, type Json } from '../../testkit/apps.ts';
+import { appManifest, eventsOf, getApp, getDeployment, kube, temporalClient, waitForObject, waitForPhase, type Json } from '../../testkit/apps.ts';
 import { assertSteadyState, destinationRule, waitCanaryPhase, waitWeights } from '../../testkit/canary.ts';
 import { workflowBundle } from '../../testkit/env.ts';
 import { eventually } from '../../lib/poll.ts';
@@ -94,6 +94,20 @@ describe('canary rollouts', () => {
     const done = await waitCanaryPhase(s.ns, 'steps', 'Promoted');
     assert.equal(done.spec.image, 'nginx:v4');
     await assertSteadyState(s.ns, 'steps');
+  });
+
+  it('a person\'s pause during a timed pause is in the Application\'s status at once (who, and that it holds once the step is over); the pause step keeps its end', async () => {
+    await apply(meshApp(s.ns, 'midpause', { enabled: true, canaryVersion: 'v6', steps: [{ setWeight: 10 }, { pause: { duration: '10m' } }, { setWeight: 50 }] }));
+    const timed = await waitCanaryPhase(s.ns, 'midpause', 'Paused');
+    const endsAt = timed.status.canary.pauseEndsAt;
+    await control(await temporalClient(), 'pause', s.ns, 'midpause', 'hold it');
+    // Before, status said nothing of it until the ten minutes were over.
+    const app = await waitForObject('the hold in status', () => getApp(s.ns, 'midpause'), (a) => Boolean(a?.status?.canary?.pausedBy), 30_000);
+    assert.match(app!.status.canary.pausedBy, /.+/);
+    assert.match(app!.status.canary.message, /^paused by request of .+ during step 2\/3: pause for 10m: it holds once this step is over$/);
+    assert.equal(app!.status.canary.pauseEndsAt, endsAt, 'the pause keeps its end');
+    await control(await temporalClient(), 'abort', s.ns, 'midpause');
+    await waitCanaryPhase(s.ns, 'midpause', 'Aborted');
   });
 
   it('a pause step is an approval: resume is refused, an indefinite pause waits for promote (an update), and the query tells the time left', async () => {

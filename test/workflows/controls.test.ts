@@ -44,6 +44,12 @@ const states: Record<string, () => Promise<RolloutRun>> = {
     await run.r.until('promoting', (r) => r.count('stableRolledOut') >= 1);
     return run;
   },
+  // Level 4: past this point an abort would undo nothing (found by hand: accepted, said Aborting, and ignored).
+  'promoting, the stable Deployment rolled out': async () => {
+    const run = await tier.startRollout(plan({ steps: [{ kind: 'weight', weight: 10 }] }), { fail: { removeCanary: () => new Error('503 (scripted)') } });
+    await run.r.until('past the stable Deployment', (r) => r.count('removeCanary') >= 1);
+    return run;
+  },
   aborting: async () => {
     const run = await tier.startRollout(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }] }), { fail: { removeCanary: () => new Error('503 (scripted)') } });
     await run.r.until('paused', paused);
@@ -61,6 +67,7 @@ const table: Record<string, Record<ControlAction, Want>> = {
   'paused by request at an approval': { promote: 'accepted', abort: 'accepted', pause: /already paused \(by pia\)/, resume: 'accepted' },
   'held by an inconclusive analysis': { promote: 'accepted', abort: 'accepted', pause: 'accepted', resume: 'accepted' },
   promoting: { promote: /already being promoted/, abort: 'accepted', pause: /cannot pause a rollout that is Promoting/, resume: /the rollout is not paused/ },
+  'promoting, the stable Deployment rolled out': { promote: /already being promoted/, abort: /stable Deployment already runs app:v2, too late to abort/, pause: /cannot pause a rollout that is Promoting/, resume: /the rollout is not paused/ },
   aborting: { promote: /being aborted/, abort: /already being aborted/, pause: /cannot pause a rollout that is Aborting/, resume: /the rollout is not paused/ },
 };
 

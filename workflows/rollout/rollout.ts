@@ -47,10 +47,11 @@ const checks = proxyLocalActivities<Activities>({
 
 // One attempt, for status written while something else is failing.
 const quiet = proxyLocalActivities<Activities>({ startToCloseTimeout: '10s', retry: { maximumAttempts: 1 } });
-/** The markers of rollout levels 1, 2 and 3 (contract.ts `rolloutPatchLevel`). */
+/** The markers of rollout levels 1 to 4 (contract.ts `rolloutPatchLevel`). */
 const rolloutLevel1Patch = 'rollout-level-1';
 const rolloutLevel2Patch = 'rollout-level-2';
 const rolloutLevel3Patch = 'rollout-level-3';
+const rolloutLevel4Patch = 'rollout-level-4';
 
 /** Unwinds the story into compensation: an abort, failed gates or the deadline. */
 export class Unwind extends Error {
@@ -83,6 +84,10 @@ export class Rollout {
   private lastPods?: { at: number; ready: number; desired: number };
   /** Set while promote() waits for the stable Deployment; its status changing ends the wait at once. */
   private awaitingStable = false;
+  /** The promote has seen the stable Deployment run the new image: from here on an abort would undo nothing (level 4 refuses it). */
+  private stableRunsNew = false;
+  /** Whether status last said a person's pause holds the rollout. */
+  private holdShown = false;
   private stableChanged = false;
   /** The phase and message status last said, so a mere refresh is told apart from news. */
   private readonly published: WrittenStatus;
@@ -97,7 +102,10 @@ export class Rollout {
     // Asked for by the starter and recorded here, first thing, a marker per level: a worker of a release before a
     // level that runs this rollout live ignores it and records no marker for it, so every later replay stays below it.
     const asked = input.patchLevel ?? 0;
-    this.level = asked >= 1 && patched(rolloutLevel1Patch) ? (asked >= 2 && patched(rolloutLevel2Patch) ? (asked >= 3 && patched(rolloutLevel3Patch) ? 3 : 2) : 1) : 0;
+    const levels = [rolloutLevel1Patch, rolloutLevel2Patch, rolloutLevel3Patch, rolloutLevel4Patch];
+    let level = 0;
+    while (level < levels.length && asked > level && patched(levels[level]!)) level++;
+    this.level = level;
     this.published = new WrittenStatus();
     if (input.carried) this.published.wrote({ phase: input.carried.state.phase, message: input.carried.state.message });
     this.plan = plan;
@@ -108,6 +116,7 @@ export class Rollout {
       this.m = { ...memory, run: memory.run + 1 };
       this.undos = new UndoStack(memory.undos);
       this.recovered = undefined;
+      this.holdShown = state.pausedByUser;
       return;
     }
     this.undos = new UndoStack();
@@ -177,6 +186,11 @@ export class Rollout {
       if (isTerminal(phase)) throw new Error(`the rollout of ${version} is already ${phase}`);
       if (phase === RolloutPhase.Aborting || this.m.abortRequest) throw new Error(`the rollout of ${version} is ${action === 'abort' ? 'already ' : ''}being aborted`);
       if (action === 'promote' && (phase === RolloutPhase.Promoting || this.m.promoteRequest)) throw new Error(`the rollout of ${version} is already being promoted`);
+      // Until the stable Deployment runs the new image an abort puts the old one back; after, the promote only moves
+      // traffic off the canary and removes it, which an abort would not undo (before level 4 it was accepted, then ignored).
+      if (action === 'abort' && this.stableRunsNew && this.level >= 4) {
+        throw new Error(`the rollout of ${version} is being promoted: the stable Deployment already runs ${this.plan.image}, too late to abort (once it is Promoted, set spec.image back to roll back)`);
+      }
     } else if (action === 'pause') {
       if (phase !== RolloutPhase.Progressing && phase !== RolloutPhase.Paused) throw new Error(`cannot pause a rollout that is ${phase}`);
       if (pausedByUser) throw new Error(`the rollout is already paused${this.state.pausedBy ? ` (by ${this.state.pausedBy})` : ''}`);
@@ -460,6 +474,23 @@ export class Rollout {
     this.state.checks = [...(this.state.checks ?? []), v].slice(-10);
   }
 
+  /**
+   * A person's pause or resume that came while a step waits (a timed pause, a weight's gates), in status at once
+   * (level 4; before, only once the step was over): so status tells the truth meanwhile, and a rollout Temporal lost
+   * takes the hold up again from it. The step runs on; the hold begins when it is over (holdWhilePaused).
+   */
+  private async showHold(): Promise<void> {
+    if (this.state.pausedByUser) {
+      this.m.unheld = { phase: this.state.phase, message: this.m.steady ?? this.state.message };
+      const step = describeStep(this.plan.steps[this.state.step], this.state.step, this.plan.steps.length);
+      await this.publish(RolloutPhase.Paused, `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''} during ${step}: it holds once this step is over`, Reason.CanaryPaused);
+    } else {
+      const { phase, message } = this.m.unheld ?? { phase: this.state.phase, message: this.state.message };
+      this.m.unheld = undefined;
+      await this.publish(phase, message, Reason.CanaryResumed);
+    }
+  }
+
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
   async holdWhilePaused(next: number): Promise<void> {
     if (!this.state.pausedByUser) return;
@@ -525,6 +556,7 @@ export class Rollout {
       await this.watch({ until: Date.now() + Math.min(this.plan.gates.intervalMs, 2000), done: () => this.stableChanged });
     }
     this.awaitingStable = false;
+    this.stableRunsNew = true;
     await this.routeTo(noCanaryRoute);
     // Proxies take a route change a moment after it is written (Envoy, a Gateway's controller, kube-proxy): the new
     // version's pods keep serving until they have, then go. Plans from before canaryDrainMs drained only here, and
@@ -774,6 +806,7 @@ export class Rollout {
         await waitFor(() => this.requests !== seen, ms, why);
         await this.rollOverIfDue();
       }
+      if (this.level >= 4 && this.state.pausedByUser !== this.holdShown) await this.showHold();
       const now = Date.now();
       if (this.recheck || now + soon >= gateAt) await this.checkGate();
       if (judging && now + soon >= this.m.lastAnalysisAt + analysisEvery) await this.analyse();
@@ -859,6 +892,7 @@ export class Rollout {
   private async publish(phase: RolloutPhase, message: string, event?: EventReason, type: 'Normal' | 'Warning' = 'Normal', opts: { passing?: boolean } = {}): Promise<void> {
     this.state.phase = phase;
     this.state.message = message;
+    this.holdShown = this.state.pausedByUser;
     // What the rollout does; a passing message (a repair) gives way to it again once things are as they should be.
     if (!opts.passing) this.m.steady = message;
     log.info(`${phase}: ${message}`, { step: this.state.step, weight: this.state.weight });
