@@ -72,7 +72,7 @@ const nothingTo = (action: ControlAction, why: string) => `nothing to ${action}:
 export async function control(client: Client, action: ControlAction, namespace: string, name: string, reason?: string, by = localUser()): Promise<ControlOutcome> {
   const handle = client.workflow.getHandle(rolloutWorkflowId(namespace, name));
   try {
-    const state = await handle.executeUpdate(controlUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
+    const state = await sendControl(client, handle, action, () => handle.executeUpdate(controlUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] }));
     return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {
@@ -87,6 +87,49 @@ export async function control(client: Client, action: ControlAction, namespace: 
     if (alreadyDone[action]?.test(why)) return { accepted: false, note: nothingTo(action, `${why}: ${closed.message}`), result: closed };
     throw new Error(`${action} rejected: ${why}: ${closed.message} (no rollout is running for ${namespace}/${name})`, { cause: err });
   }
+}
+
+/** How long a control waits for a worker to take it. */
+const controlDeadlineMs = 30_000;
+/** A worker polls its task queue again at least this often (a long poll lasts about a minute): older, it is gone. */
+const pollerGoneMs = 90_000;
+const operatorHint = 'is the operator running? Check its pods (kubectl -n <operator namespace> get pods), its log, and its /readyz; '
+  + 'the Temporal address and namespace it uses must match this command\'s.';
+
+/**
+ * Sends a control request (`send`, an update) to a workflow, when a worker can take it. A request no worker can take
+ * would wait for one with no word, and be applied whenever one came back (found by hand: a pause given up on took
+ * effect two minutes later): it is not sent when no worker polls the workflow's task queue, and waits at most
+ * controlDeadlineMs for an answer.
+ */
+export async function sendControl<T>(client: Client, handle: WorkflowHandle, action: string, send: () => Promise<T>): Promise<T> {
+  const idle = await idleTaskQueue(client, handle);
+  if (idle) throw new Error(`${action} not sent: ${idle}, so nothing would answer it: ${operatorHint}`);
+  return client.connection.withDeadline(Date.now() + controlDeadlineMs, send).catch((err: unknown) => {
+    if (!grpcCodes(err).some((c) => c === grpcCancelled || c === grpcDeadlineExceeded)) throw err;
+    throw new Error(`${action}: no worker answered within ${controlDeadlineMs / 1000} s; the request may still take effect when a worker takes the workflow up `
+      + `(status and history show it then): ${operatorHint}`, { cause: err });
+  });
+}
+
+/**
+ * Why no worker can take a request to a running workflow now (no poller on its task queue, or none for longer than a
+ * worker ever waits between polls), or undefined when one may (or the server could not tell, or it is not running).
+ */
+async function idleTaskQueue(client: Client, handle: WorkflowHandle): Promise<string | undefined> {
+  const d = await describeOrNull(handle).catch(() => null);
+  if (d?.status.name !== 'RUNNING') return undefined;
+  const pollers = await client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace, taskQueue: { name: d.taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+  }).then((r) => (r.pollers ?? []).map((p) => Number(p.lastAccessTime?.seconds ?? 0) * 1000), () => undefined);
+  return pollers === undefined ? undefined : idleSince(pollers, d.taskQueue, Date.now());
+}
+
+/** Why a task queue whose pollers last polled at `lastPolls` (epoch ms) has no worker at `now`, or undefined. */
+export function idleSince(lastPolls: number[], taskQueue: string, now: number): string | undefined {
+  const last = Math.max(0, ...lastPolls);
+  if (now - last < pollerGoneMs) return undefined;
+  return last > 0 ? `no worker has polled task queue "${taskQueue}" since ${new Date(last).toISOString()}` : `no worker is polling task queue "${taskQueue}"`;
 }
 
 /** The outcome of a rollout workflow that has ended, or null when there is none. */
@@ -218,8 +261,7 @@ async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () =
     }).then((r) => r.pollers ?? [], () => undefined);
     const what = noWorker(err, taskQueue ?? '?', pollers?.map((p) => Number(p.lastAccessTime?.seconds ?? 0)).filter((t) => t > 0));
     if (what) {
-      throw new Error(`${what}, so the workflow ${handle.workflowId} cannot answer: is the operator running? `
-        + 'Check its pods (kubectl -n <operator namespace> get pods), its log, and its /readyz; the Temporal address and namespace it uses must match this command\'s.', { cause: err });
+      throw new Error(`${what}, so the workflow ${handle.workflowId} cannot answer: ${operatorHint}`, { cause: err });
     }
     throw new Error(`the workflow ${handle.workflowId} did not answer: ${causeMessages(err)}`, { cause: err });
   }

@@ -2,14 +2,14 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { ReleaseStatusInput } from '../activities/types.ts';
 import { releaseQuery, releaseUpdates, releaseWorkflowId, type ControlAction, type ReleaseState } from '../workflows/contract.ts';
-import { localUser } from './control.ts';
+import { localUser, sendControl } from './control.ts';
 import { decoderOf, type Decode, type HistoryEvent } from './history.ts';
 
 /** Sends a control action to a Release's workflow as a validated update, asked by `by`; returns the Release's state after it. */
 export async function controlRelease(client: Client, action: ControlAction, namespace: string, name: string, reason?: string, by = localUser()): Promise<{ accepted: boolean; note: string; state: ReleaseState }> {
   const handle = client.workflow.getHandle(releaseWorkflowId(namespace, name));
   try {
-    const state = await handle.executeUpdate(releaseUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] });
+    const state = await sendControl(client, handle, action, () => handle.executeUpdate(releaseUpdates[action], { args: [{ by, ...(reason ? { reason } : {}) }] }));
     return { accepted: true, note: `${action} accepted`, state };
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) {

@@ -108,14 +108,20 @@ describe('the CLI', () => {
     assert.match(r.err, new RegExp(`${s.ns}/nosuchapp: no workflow for this Application \\(is it there\\? kubectl -n ${s.ns} get application nosuchapp`));
   });
 
-  it('status with the operator down says that no worker is polling, and where to look', async () => {
+  it('status and controls with the operator down say that no worker answers, and where to look, instead of waiting with no word', async () => {
     await applyAsUser(appManifest(s.ns, 'orphaned', { image: 'nginx:1.25' }));
     await eventually('orphaned has a workflow', async () => ((await run(['status', 'orphaned', '-n', s.ns])).code === 0 ? true : undefined), { timeoutMs: 60_000, intervalMs: 1000 });
+    await pausedCanary('stranded');
     await s.op.stop();
     try {
       const r = await run(['status', 'orphaned', '-n', s.ns], 90_000);
       assert.equal(r.code, 1);
       assert.match(r.err, new RegExp(`no worker (is polling|answered within \\d+ s on) task queue "${s.op.taskQueue}".*is the operator running\\?`));
+      // Found by hand: a control waited for a worker with no word, for as long as the operator was down. Not sent
+      // when no worker has polled for longer than one ever waits; else bounded, saying it may still take effect.
+      const abort = await run(['abort', 'stranded', '-n', s.ns], 90_000);
+      assert.equal(abort.code, 1, abort.out);
+      assert.match(abort.err, /abort(: no worker answered within 30 s; the request may still take effect| not sent: no worker (is polling|has polled) task queue).*is the operator running\?/);
     } finally {
       await s.op.restart();
     }
