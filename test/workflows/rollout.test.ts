@@ -469,6 +469,21 @@ describe('canary rollout workflow', { concurrency: true }, () => {
     });
   }
 
+  it('a pause in the middle of a step, held on at the step\'s end: its resume says nothing of the step that is over (level 4)', async () => {
+    const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: 1500 }, { kind: 'weight', weight: 50 }, { kind: 'pause', ms: null }], gates: { ...gates, intervalMs: 200 } }));
+    await run.r.until('the timed pause', paused);
+    await control(run, 'pause', 'pia');
+    await run.r.until('held at the next step', (r) => /^paused by request of pia at step 3\/4/.test(r.last()?.message ?? ''));
+    const heldAt = run.r.statuses.length;
+    await control(run, 'resume', 'pia');
+    await run.r.until('the approval', (r) => /^step 4\/4/.test(r.last()?.message ?? '') && r.last()?.phase === 'Paused');
+    const after = run.r.statuses.slice(heldAt).map((st) => st.message);
+    assert.ok(!after.some((m) => /^step 2\/4|during step 2\/4/.test(m)), `nothing said of step 2 after it was over: ${JSON.stringify(after, null, 1)}`);
+    assert.deepEqual(run.r.weights(), [10, 50]);
+    await run.handle.terminate('scenario over');
+    await tier.replayRuns(run.handle.workflowId);
+  });
+
   it('a recheck signal runs a gate check at once instead of at the next interval', async () => {
     const run = await start(plan({ steps: [{ kind: 'weight', weight: 10 }, { kind: 'pause', ms: null }], gates: { ...gates, intervalMs: 60_000 } }));
     await run.r.until('paused', paused);

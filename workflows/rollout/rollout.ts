@@ -484,16 +484,21 @@ export class Rollout {
       this.m.unheld = { phase: this.state.phase, message: this.m.steady ?? this.state.message };
       const step = describeStep(this.plan.steps[this.state.step], this.state.step, this.plan.steps.length);
       await this.publish(RolloutPhase.Paused, `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''} during ${step}: it holds once this step is over`, Reason.CanaryPaused);
-    } else {
-      const { phase, message } = this.m.unheld ?? { phase: this.state.phase, message: this.state.message };
+    } else if (this.m.unheld) {
+      const { phase, message } = this.m.unheld;
       this.m.unheld = undefined;
       await this.publish(phase, message, Reason.CanaryResumed);
+    } else {
+      // A hold that began at a step's end (holdWhilePaused said it): the step that follows says what is true now.
+      this.holdShown = false;
     }
   }
 
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
   async holdWhilePaused(next: number): Promise<void> {
     if (!this.state.pausedByUser) return;
+    // What status said before a pause in the middle of the step just over is no longer true once it is over.
+    this.m.unheld = undefined;
     const text = `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''} at ${describeStep(this.plan.steps[next], next, this.plan.steps.length)}`;
     if (this.state.phase !== RolloutPhase.Paused || this.state.message !== text) await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
     await this.watch({ pause: true, done: () => !this.state.pausedByUser || this.promoteRequested });
