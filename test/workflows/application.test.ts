@@ -196,11 +196,12 @@ describe('Application workflow', { concurrency: true }, () => {
         return input.finalize ? { outcome: 'deleting', finalized: { removed: ['Deployment/app'], finalizerReleased: true } } : new Error('the API server answers 500 (scripted)');
       },
     });
-    // Far enough into the backoff that its next try is seconds away.
-    const pending = await eventually('the pass retrying as an activity, its next try seconds away', async () => {
+    // Far enough into the backoff that its next try is 12.8 s away: the cancel, three local tries and the finalizing
+    // pass take a few seconds on a loaded machine (at 3.2 s away one CI run finalized 1.8 s after it).
+    const pending = await eventually('the pass retrying as an activity, its next try well ahead', async () => {
       const p = (await run.handle.describe()).raw.pendingActivities?.find((a) => a.activityType?.name === 'reconcileApplication');
-      return p && (p.attempt ?? 0) >= 6 && p.nextAttemptScheduleTime ? p : undefined;
-    }, { timeoutMs: 60_000, intervalMs: 50 });
+      return p && (p.attempt ?? 0) >= 8 && p.nextAttemptScheduleTime ? p : undefined;
+    }, { timeoutMs: 90_000, intervalMs: 50 });
     const nextTry = Number(pending.nextAttemptScheduleTime!.seconds) * 1000 + (pending.nextAttemptScheduleTime!.nanos ?? 0) / 1e6;
     await run.handle.signal(changedSignal, { reason: 'deleted' });
     assert.equal(await run.handle.result(), 'deleted');
