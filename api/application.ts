@@ -252,7 +252,6 @@ function regexError(s: string): string | undefined {
     return err instanceof Error ? err.message : String(err);
   }
 }
-const regexOk = (s: string) => regexError(s) === undefined;
 
 const routeMatchSchema = z
   .object({
@@ -260,7 +259,7 @@ const routeMatchSchema = z
     cookie: str(256).refine((s) => COOKIE_NAME.test(s), 'cookie must be a cookie name (letters, digits and !#$%&*+.^_|~-)').optional(),
     exact: matchValue().optional(),
     prefix: matchValue().optional(),
-    regex: matchValue().refine(regexOk, { error: (i) => `regex must be an RE2 regular expression: error parsing regexp: ${regexError(String(i.input))}` }).optional(),
+    regex: matchValue().refine((s) => regexError(s) === undefined, { error: (i) => `regex must be an RE2 regular expression: error parsing regexp: ${regexError(String(i.input))}` }).optional(),
   })
   .refine((m) => (m.header !== undefined) !== (m.cookie !== undefined), 'each match sets exactly one of header or cookie')
   .refine((m) => [m.exact, m.prefix, m.regex].filter((x) => x !== undefined).length === 1, 'each match sets exactly one of exact, prefix or regex')

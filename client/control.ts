@@ -64,6 +64,9 @@ const alreadyDone: Partial<Record<ControlAction, RegExp>> = {
 };
 const nothingTo = (action: ControlAction, why: string) => `nothing to ${action}: ${why}`;
 
+/** Whether a refusal of `action` means it is done already (`alreadyDone`); a Release's refusals read the same. */
+export const doneAlready = (action: ControlAction, why: string): boolean => alreadyDone[action]?.test(why) ?? false;
+
 /**
  * Sends a control action to the app's rollout as a validated Temporal update, asked by `by`. Asking again what is
  * done already succeeds and says so (`alreadyDone`: an abort of a rollout aborting or over, a promote of one
@@ -77,14 +80,14 @@ export async function control(client: Client, action: ControlAction, namespace: 
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError) {
       const why = err.cause?.message ?? err.message;
-      if (alreadyDone[action]?.test(why)) return { accepted: false, note: nothingTo(action, why), ...(await rolloutNow(handle)) };
+      if (doneAlready(action, why)) return { accepted: false, note: nothingTo(action, why), ...(await rolloutNow(handle)) };
       throw new Error(`${action} rejected: ${why}`, { cause: err });
     }
     if (!(err instanceof WorkflowNotFoundError)) throw err;
     const closed = await closedRollout(handle);
     if (!closed) throw new Error(`no rollout has run for ${namespace}/${name}`, { cause: err });
     const why = `the rollout of ${closed.key.split('|')[0]} is already ${closed.phase}`;
-    if (alreadyDone[action]?.test(why)) return { accepted: false, note: nothingTo(action, `${why}: ${closed.message}`), result: closed };
+    if (doneAlready(action, why)) return { accepted: false, note: nothingTo(action, `${why}: ${closed.message}`), result: closed };
     throw new Error(`${action} rejected: ${why}: ${closed.message} (no rollout is running for ${namespace}/${name})`, { cause: err });
   }
 }
@@ -119,10 +122,15 @@ export async function sendControl<T>(client: Client, handle: WorkflowHandle, act
 async function idleTaskQueue(client: Client, handle: WorkflowHandle): Promise<string | undefined> {
   const d = await describeOrNull(handle).catch(() => null);
   if (d?.status.name !== 'RUNNING') return undefined;
-  const pollers = await client.workflowService.describeTaskQueue({
-    namespace: client.options.namespace, taskQueue: { name: d.taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+  const polls = await lastPolls(client, d.taskQueue);
+  return polls === undefined ? undefined : idleSince(polls, d.taskQueue, Date.now());
+}
+
+/** When each poller the server remembers on a workflow task queue last polled it (epoch ms; 0: never said), or undefined when it cannot tell. */
+function lastPolls(client: Client, taskQueue: string): Promise<number[] | undefined> {
+  return client.workflowService.describeTaskQueue({
+    namespace: client.options.namespace, taskQueue: { name: taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
   }).then((r) => (r.pollers ?? []).map((p) => Number(p.lastAccessTime?.seconds ?? 0) * 1000), () => undefined);
-  return pollers === undefined ? undefined : idleSince(pollers, d.taskQueue, Date.now());
 }
 
 /** Why a task queue whose pollers last polled at `lastPolls` (epoch ms) has no worker at `now`, or undefined. */
@@ -256,10 +264,8 @@ async function withWorker<T>(client: Client, handle: WorkflowHandle, query: () =
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return null;
     const taskQueue = (await handle.describe().catch(() => null))?.taskQueue;
-    const pollers = taskQueue === undefined ? undefined : await client.workflowService.describeTaskQueue({
-      namespace: client.options.namespace, taskQueue: { name: taskQueue }, taskQueueType: proto.temporal.api.enums.v1.TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
-    }).then((r) => r.pollers ?? [], () => undefined);
-    const what = noWorker(err, taskQueue ?? '?', pollers?.map((p) => Number(p.lastAccessTime?.seconds ?? 0)).filter((t) => t > 0));
+    const polls = taskQueue === undefined ? undefined : await lastPolls(client, taskQueue);
+    const what = noWorker(err, taskQueue ?? '?', polls?.filter((t) => t > 0).map((t) => t / 1000));
     if (what) {
       throw new Error(`${what}, so the workflow ${handle.workflowId} cannot answer: ${operatorHint}`, { cause: err });
     }

@@ -2,7 +2,7 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
 import type { ReleaseStatusInput } from '../activities/types.ts';
 import { releaseQuery, releaseUpdates, releaseWorkflowId, type ControlAction, type ReleaseState } from '../workflows/contract.ts';
-import { localUser, sendControl } from './control.ts';
+import { doneAlready, localUser, sendControl } from './control.ts';
 import { decoderOf, type Decode, type HistoryEvent } from './history.ts';
 
 /** Sends a control action to a Release's workflow as a validated update, asked by `by`; returns the Release's state after it. */
@@ -24,8 +24,8 @@ export async function controlRelease(client: Client, action: ControlAction, name
       // As for an Application: an abort of a release already over or being aborted has nothing left to do.
       // "the release is Promoted: nothing to abort" reads as the answer from a finished run: "nothing to abort: the release is Promoted".
       if (action === 'abort' && /nothing to abort|already being aborted/.test(why)) return { accepted: false, note: `nothing to abort: ${why.replace(/: nothing to abort$/, '')}`, state: await handle.query(releaseQuery) };
-      // A pause of a release paused already is done, as for an Application (client/control.ts).
-      if (action === 'pause' && /already paused/.test(why)) return { accepted: false, note: `nothing to pause: ${why}`, state: await handle.query(releaseQuery) };
+      // A pause of a release paused already is done, as for an Application.
+      if (action === 'pause' && doneAlready(action, why)) return { accepted: false, note: `nothing to pause: ${why}`, state: await handle.query(releaseQuery) };
       throw new Error(`${action} rejected: ${why}`, { cause: err });
     }
     throw err;

@@ -173,7 +173,8 @@ export interface RolloutInput {
  * step of a canary by pod counts (`traffic.router: replicas`) ends once the canary's pods are all ready, so the pause
  * after it bakes at the share it names (before, it ended once they were asked for). 4: an abort that comes once a
  * promote has seen the stable Deployment run the new image is refused, saying it is too late (before, it was
- * accepted, said Aborting, and the promote went on).
+ * accepted, said Aborting, and the promote went on); a person's pause or resume in the middle of a step is written
+ * to status at once (before, once the step was over).
  */
 export const rolloutPatchLevel = 4;
 

@@ -483,7 +483,7 @@ export class Rollout {
     if (this.state.pausedByUser) {
       this.m.unheld = { phase: this.state.phase, message: this.m.steady ?? this.state.message };
       const step = describeStep(this.plan.steps[this.state.step], this.state.step, this.plan.steps.length);
-      await this.publish(RolloutPhase.Paused, `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''} during ${step}: it holds once this step is over`, Reason.CanaryPaused);
+      await this.publish(RolloutPhase.Paused, `${this.pausedByRequest} during ${step}: it holds once this step is over`, Reason.CanaryPaused);
     } else if (this.m.unheld) {
       const { phase, message } = this.m.unheld;
       this.m.unheld = undefined;
@@ -494,12 +494,17 @@ export class Rollout {
     }
   }
 
+  /** "paused by request of ann": a person's pause in status. */
+  private get pausedByRequest(): string {
+    return `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''}`;
+  }
+
   /** A user's pause holds the rollout before step `next` until resumed or promoted; gates keep running. */
   async holdWhilePaused(next: number): Promise<void> {
     if (!this.state.pausedByUser) return;
     // What status said before a pause in the middle of the step just over is no longer true once it is over.
     this.m.unheld = undefined;
-    const text = `paused by request${this.state.pausedBy ? ` of ${this.state.pausedBy}` : ''} at ${describeStep(this.plan.steps[next], next, this.plan.steps.length)}`;
+    const text = `${this.pausedByRequest} at ${describeStep(this.plan.steps[next], next, this.plan.steps.length)}`;
     if (this.state.phase !== RolloutPhase.Paused || this.state.message !== text) await this.publish(RolloutPhase.Paused, text, Reason.CanaryPaused);
     await this.watch({ pause: true, done: () => !this.state.pausedByUser || this.promoteRequested });
   }
